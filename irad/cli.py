@@ -1,0 +1,181 @@
+"""The ``irad`` command line: ``irad demo`` and ``irad trace FILE.py:FUNC [--args EXPR]``.
+
+``irad`` itself is imported inside the commands, so ``irad --help`` stays fast and works even
+when a later pipeline stage is broken.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Sequence
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "mlp.py"
+
+
+class CliError(Exception):
+    """A usage problem: printed as ``irad: error: ...`` with exit status 2."""
+
+
+# ---- loading user code ----------------------------------------------------------------------
+
+
+def load_module(path: str | os.PathLike[str]) -> ModuleType:
+    """Import a Python file as a module, the way ``python FILE`` would find its neighbours."""
+    p = Path(path)
+    if not p.is_file():
+        raise CliError(f"no such file: {p}")
+    p = p.resolve()
+    name = p.stem if p.stem.isidentifier() and p.stem not in sys.modules else f"_irad_cli_{abs(hash(p))}"
+    spec = importlib.util.spec_from_file_location(name, p)
+    if spec is None or spec.loader is None:
+        raise CliError(f"cannot import {p}: not a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(p.parent))  # NOTE: lets the file import its sibling modules
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def find_function(module: ModuleType, qualname: str) -> Callable[..., Any]:
+    """``module.a.b`` for ``qualname == 'a.b'``; a clear error if it is missing or not callable."""
+    obj: Any = module
+    for part in qualname.split("."):
+        if not hasattr(obj, part):
+            raise CliError(f"{module.__file__} has no function {qualname!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise CliError(f"{qualname} in {module.__file__} is a {type(obj).__name__}, not a function")
+    return obj  # type: ignore[no-any-return]
+
+
+def as_args(value: Any) -> tuple[Any, ...]:
+    """A tuple is the argument list; any other value is the single argument."""
+    return value if type(value) is tuple else (value,)
+
+
+def eval_args(expr: str) -> tuple[Any, ...]:
+    """Evaluate ``--args``: a Python expression with ``np`` (numpy) in scope."""
+    import numpy as np
+
+    try:
+        value = eval(expr, {"np": np, "numpy": np})  # noqa: S307 (the user's own command line)
+    except Exception as e:
+        raise CliError(f"--args {expr!r} failed: {type(e).__name__}: {e}") from None
+    return as_args(value)
+
+
+def example_args_for(module: ModuleType, func_name: str) -> tuple[Any, ...]:
+    """Arguments from the module's ``FUNC_args()`` or ``example_args()``."""
+    short = func_name.rsplit(".", 1)[-1]
+    for name in (f"{short}_args", "example_args"):
+        maker = getattr(module, name, None)
+        if callable(maker):
+            return as_args(maker())
+    raise CliError(
+        f"no arguments for {func_name}: pass --args 'EXPR' (a Python expression with np in scope, "
+        f"e.g. --args 'np.ones(3), 2.0'), or define {short}_args() or example_args() in {module.__file__}")
+
+
+# ---- irad demo -------------------------------------------------------------------------------
+
+Context = dict[str, Any]
+Step = tuple[str, Callable[[Context], None]]
+
+
+def _step_trace(ctx: Context) -> None:
+    import irad
+
+    g = irad.trace(ctx["f"], *ctx["args"])
+    ctx["graph"] = g
+    print(g)
+
+
+def demo_steps() -> list[Step]:
+    """The steps of ``irad demo``, in order: ``(title, step(ctx))``.
+
+    ``ctx`` starts with ``f`` (the example loss) and ``args``; each step may add results
+    (``ctx['graph']`` after the trace) for the steps after it.
+    """
+    return [
+        ("trace: the typed SSA IR of one call, g = irad.trace(loss, params, x, y)", _step_trace),
+    ]
+
+
+def cmd_demo(ns: argparse.Namespace) -> int:
+    if not EXAMPLE.is_file():
+        raise CliError(f"the bundled example is missing: {EXAMPLE} (install irad from a source checkout)")
+    module = load_module(EXAMPLE)
+    ctx: Context = {"f": module.loss, "args": module.example_args(), "example": EXAMPLE}
+    print(f"# irad demo: loss(params, x, y) from {EXAMPLE.parent.name}/{EXAMPLE.name}")
+    for i, (title, step) in enumerate(demo_steps(), 1):
+        print(f"\n## {i}. {title}\n")
+        step(ctx)
+    return 0
+
+
+# ---- irad trace ------------------------------------------------------------------------------
+
+
+def cmd_trace(ns: argparse.Namespace) -> int:
+    file, sep, func_name = str(ns.target).rpartition(":")
+    if not sep or not file or not func_name:
+        raise CliError(f"expected FILE.py:FUNC, got {ns.target!r}")
+    module = load_module(file)
+    func = find_function(module, func_name)
+    args = eval_args(ns.args) if ns.args is not None else example_args_for(module, func_name)
+
+    import irad
+
+    print(irad.trace(func, *args))
+    return 0
+
+
+# ---- entry point -----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="irad", description="irad: a reverse-mode AD compiler for plain Python/numpy code.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    demo = sub.add_parser("demo", help="trace the bundled MLP example and print its IR",
+                          description="Trace examples/mlp.py (a 2-layer MLP loss) and print each stage.")
+    demo.set_defaults(func=cmd_demo)
+
+    trace = sub.add_parser("trace", help="trace FILE.py:FUNC and print its IR",
+                           description="Import FILE.py, call FUNC once on example arguments under the "
+                                       "tracer and print the typed SSA IR.")
+    trace.add_argument("target", metavar="FILE.py:FUNC", help="the file and the function in it")
+    trace.add_argument("--args", metavar="EXPR", default=None,
+                       help="a Python expression with np in scope giving the arguments: a tuple is the "
+                            "argument list, any other value the single argument (e.g. 'np.ones(3), 2.0'). "
+                            "Default: the file's FUNC_args() or example_args()")
+    trace.set_defaults(func=cmd_trace)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    from .errors import IradError
+
+    try:
+        return int(ns.func(ns))
+    except CliError as e:
+        print(f"irad: error: {e}", file=sys.stderr)
+        return 2
+    except IradError as e:
+        print(f"irad {ns.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Every exception irad raises lives here.
+
+Messages say what happened, where (function and file:line) and what the user can write next.
+"""
+from __future__ import annotations
+
+
+class IradError(Exception):
+    """Base class of all irad errors."""
+
+
+class TraceError(IradError):
+    """A construct the tracer cannot capture faithfully (raised instead of a wrong trace)."""
+
+    def __init__(self, construct: str, where: str = "", hint: str = "") -> None:
+        self.construct, self.where, self.hint = construct, where, hint
+        msg = construct
+        if where:
+            msg += f"\n  at {where}"
+        if hint:
+            msg += f"\n  {hint}"
+        super().__init__(msg)
+
+
+class UnsupportedError(TraceError):
+    """A Python or numpy construct irad does not trace (yet)."""
+
+
+class MutationError(TraceError):
+    """An in-place update whose effect on other traced values irad cannot express."""
+
+
+class GuardError(IradError):
+    """A graph was evaluated on arguments that take a different branch than the traced one."""
+
+
+class VerifyError(IradError):
+    """``irad.verify`` found a malformed graph; the message quotes the graph around the fault."""
+
+
+class NoRuleError(IradError):
+    """A differentiable primitive has no reverse rule and no traceable body."""
+
+
+class GradError(IradError):
+    """A gradient request that cannot be honoured (non-scalar output, integer argument, ...)."""
+
+
+class PassError(IradError):
+    """A pass failed; the message names it and the passes that ran before it."""

@@ -1,0 +1,220 @@
+"""The functions instrumented bytecode calls.  Each checks for an active tracer and otherwise
+performs the plain Python operation, so instrumented code behaves natively outside a trace.
+
+These are the tracer's hot path: keep them tiny.
+"""
+from __future__ import annotations
+
+import operator
+import os
+import sys
+from typing import Any, Callable
+
+
+class _State:
+    __slots__ = ("tracer",)
+
+    def __init__(self) -> None:
+        self.tracer: Any = None
+
+
+STATE = _State()
+
+# BINARY_OP argument -> operator; 13.. are the in-place forms, in the same order.
+_NAMES = ["add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_", "pow", "rshift", "sub",
+          "truediv", "xor"]
+BINOPS: list[Any] = [getattr(operator, n) for n in _NAMES] + \
+    [getattr(operator, "i" + n.rstrip("_")) if n.endswith("_") else getattr(operator, "i" + n) for n in _NAMES]
+OUT_OF_PLACE: list[Any] = [getattr(operator, n) for n in _NAMES] * 2
+N_BINOPS = len(_NAMES)
+COMPARES: list[Any] = [operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge]
+UNARY = {"UNARY_NEGATIVE": operator.neg, "UNARY_INVERT": operator.invert, "UNARY_POSITIVE": operator.pos}
+
+
+def h_binop(a: Any, b: Any, op: int) -> Any:
+    t = STATE.tracer
+    if t is None:
+        return BINOPS[op](a, b)
+    return t.binop(a, b, op)
+
+
+def h_compare(a: Any, b: Any, op: int) -> Any:
+    t = STATE.tracer
+    if t is None:
+        r = COMPARES[op & 15](a, b)
+        return bool(r) if op & 16 else r
+    return t.compare(a, b, op)
+
+
+def h_contains(a: Any, b: Any, invert: int) -> bool:
+    t = STATE.tracer
+    if t is None:
+        return (a not in b) if invert else (a in b)
+    return t.contains(a, b, invert)
+
+
+def h_getitem(a: Any, i: Any) -> Any:
+    t = STATE.tracer
+    if t is None:
+        return a[i]
+    return t.getitem(a, i)
+
+
+def h_binary_slice(a: Any, start: Any, stop: Any) -> Any:
+    t = STATE.tracer
+    if t is None:
+        return a[start:stop]
+    return t.getitem(a, slice(start, stop))
+
+
+def h_setitem(v: Any, a: Any, i: Any) -> None:
+    t = STATE.tracer
+    if t is None:
+        a[i] = v
+    else:
+        t.setitem(a, i, v)
+
+
+def h_store_slice(v: Any, a: Any, start: Any, stop: Any) -> None:
+    t = STATE.tracer
+    if t is None:
+        a[start:stop] = v
+    else:
+        t.setitem(a, slice(start, stop), v)
+
+
+def h_unary(a: Any, name: str) -> Any:
+    t = STATE.tracer
+    if t is None:
+        return UNARY[name](a)
+    return t.unary(a, name)
+
+
+def h_truth(v: Any) -> Any:
+    t = STATE.tracer
+    if t is not None and id(v) in t.vars:
+        t.truth(v)
+    return v
+
+
+def h_iter(v: Any) -> Any:
+    t = STATE.tracer
+    if t is None:
+        return v
+    return t.iterable(v)
+
+
+def h_unpack(v: Any) -> Any:
+    t = STATE.tracer
+    if t is None:
+        return v
+    return t.iterable(v)
+
+
+def h_getattr(o: Any, name: str) -> Any:
+    t = STATE.tracer
+    if t is None:
+        return getattr(o, name)
+    return t.getattr(o, name)
+
+
+def h_call(f: Any, args: tuple[Any, ...], kwnames: tuple[str, ...] | None) -> Any:
+    special = FRAME_SENSITIVE.get(id(f))
+    if special is not None and special[0] is f:
+        return special[1](sys._getframe(1), args, kwnames)
+    if kwnames:
+        k = len(kwnames)
+        kwargs = dict(zip(kwnames, args[-k:]))
+        args = args[:-k]
+    else:
+        kwargs = {}
+    t = STATE.tracer
+    if t is None:
+        return f(*args, **kwargs)
+    return t.call(f, args, kwargs)
+
+
+def h_call_ex(f: Any, args: Any, kwargs: Any) -> Any:
+    t = STATE.tracer
+    if t is None:
+        return f(*args, **(kwargs or {}))
+    return t.call(f, tuple(args), dict(kwargs) if kwargs else {})
+
+
+# ---- frame-sensitive builtins ---------------------------------------------------------------
+# Called from a hook they would see the hook's frame; give them the user's frame instead.
+
+_IRAD_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_frame(frame: Any) -> Any:
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _IRAD_DIR:
+        frame = frame.f_back
+    return frame
+
+
+def _kw(args: tuple[Any, ...], kwnames: tuple[str, ...] | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if not kwnames:
+        return args, {}
+    k = len(kwnames)
+    return args[:-k], dict(zip(kwnames, args[-k:]))
+
+
+def _super(frame: Any, args: tuple[Any, ...], kwnames: Any) -> Any:
+    if args:
+        return super(*args)
+    code = frame.f_code
+    loc = frame.f_locals
+    if "__class__" not in loc or not code.co_argcount:
+        raise RuntimeError("super(): no arguments")
+    return super(loc["__class__"], loc[code.co_varnames[0]])
+
+
+def _locals(frame: Any, args: tuple[Any, ...], kwnames: Any) -> Any:
+    return dict(frame.f_locals)
+
+
+def _globals(frame: Any, args: tuple[Any, ...], kwnames: Any) -> Any:
+    return frame.f_globals
+
+
+def _vars(frame: Any, args: tuple[Any, ...], kwnames: Any) -> Any:
+    return vars(*args) if args else dict(frame.f_locals)
+
+
+def _dir(frame: Any, args: tuple[Any, ...], kwnames: Any) -> Any:
+    return dir(*args) if args else sorted(frame.f_locals)
+
+
+def _dynamic_code(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def run(frame: Any, args: tuple[Any, ...], kwnames: Any) -> Any:
+        pos, kw = _kw(args, kwnames)
+        if STATE.tracer is not None:
+            from .errors import UnsupportedError
+            raise UnsupportedError(
+                f"{fn.__name__}() inside a traced function: irad cannot see the operations of code "
+                "compiled at run time",
+                f"{frame.f_code.co_qualname} ({frame.f_code.co_filename}:{frame.f_lineno})",
+                f"write the expression as ordinary code, or call {fn.__name__} outside the traced function")
+        if len(pos) < 2 and "globals" not in kw:
+            pos = (pos[0], frame.f_globals, frame.f_locals) if pos else pos
+        return fn(*pos, **kw)
+    return run
+
+
+def _getframe(frame: Any, args: tuple[Any, ...], kwnames: Any) -> Any:
+    depth = args[0] if args else 0
+    f = frame
+    for _ in range(depth):
+        f = _user_frame(f.f_back)
+        if f is None:
+            raise ValueError("call stack is not deep enough")
+    return f
+
+
+FRAME_SENSITIVE: dict[int, tuple[Any, Callable[..., Any]]] = {
+    id(f): (f, h) for f, h in [
+        (super, _super), (locals, _locals), (globals, _globals), (vars, _vars), (dir, _dir),
+        (eval, _dynamic_code(eval)), (exec, _dynamic_code(exec)), (sys._getframe, _getframe),
+    ]
+}

@@ -1,0 +1,226 @@
+"""Bytecode instrumentation: rewrite a code object so that every operation goes through a hook.
+
+Each rewritten instruction calls a function of ``irad.hooks`` on the real operands.  With no
+tracer active the hooks just perform the operation, so instrumented code keeps its meaning
+everywhere (generators resumed later, closures that escape a trace).  Nested code objects
+(lambdas, comprehensions, inner functions, class bodies) are instrumented too.
+
+Version-specific instruction shapes live in ``irad.pyver``; this module is version-neutral.
+"""
+from __future__ import annotations
+
+import types
+import weakref
+from typing import Any
+
+from bytecode import Bytecode, Instr, Label, TryBegin
+
+from . import hooks, pyver
+from .errors import UnsupportedError
+
+_CODE_CACHE: dict[int, tuple[types.CodeType, types.CodeType]] = {}
+INSTRUMENTED: set[int] = set()  # ids of instrumented code objects (kept alive by _CODE_CACHE)
+_FN_CACHE: "weakref.WeakKeyDictionary[types.FunctionType, tuple[Any, ...]]" = weakref.WeakKeyDictionary()
+
+
+def is_instrumented(code: types.CodeType) -> bool:
+    return id(code) in INSTRUMENTED
+
+
+def instrument_code(code: types.CodeType) -> types.CodeType:
+    """The instrumented twin of ``code`` (cached by identity: equal code from two files differs)."""
+    if id(code) in INSTRUMENTED:
+        return code
+    hit = _CODE_CACHE.get(id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    try:
+        bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+        new = _rewrite(bc).to_code()
+    except UnsupportedError:
+        raise
+    except Exception as e:  # a bytecode shape irad does not know: say so, never run it wrongly
+        raise UnsupportedError(
+            f"cannot instrument the bytecode of {code.co_qualname}: {type(e).__name__}: {e}",
+            f"{code.co_filename}:{code.co_firstlineno}",
+            "please report this function; as a workaround register a rule for it with @irad.rrule") from e
+    _CODE_CACHE[id(code)] = (code, new)
+    INSTRUMENTED.add(id(new))
+    return new
+
+
+def instrument_function(fn: types.FunctionType) -> types.FunctionType:
+    """A copy of ``fn`` running instrumented code, sharing its globals, closure cells and defaults."""
+    code = fn.__code__
+    if id(code) in INSTRUMENTED:
+        return fn
+    hit = _FN_CACHE.get(fn)
+    if hit is not None and hit[0] is code and hit[1] is fn.__defaults__ and hit[2] is fn.__kwdefaults__:
+        return hit[3]  # type: ignore[no-any-return]
+    new = types.FunctionType(instrument_code(code), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = fn.__qualname__
+    new.__module__ = fn.__module__
+    new.__wrapped_by_irad__ = fn  # type: ignore[attr-defined]
+    _FN_CACHE[fn] = (code, fn.__defaults__, fn.__kwdefaults__, new)
+    return new
+
+
+# ---- analysis -------------------------------------------------------------------------------
+
+_FINAL = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
+
+
+def _hookable_calls(instrs: list[Any]) -> set[int]:
+    """Indices of call instructions whose NULL slot holds a real NULL (see ``pyver``)."""
+    state: list[str] | None = []
+    at_label: dict[Label, list[str]] = {}
+    hookable: set[int] = set()
+    for i, ins in enumerate(instrs):
+        if isinstance(ins, Label):
+            if state is None and ins in at_label:
+                state = list(at_label[ins])
+            continue
+        if isinstance(ins, TryBegin):
+            if state is not None and isinstance(ins.stack_depth, int):
+                at_label.setdefault(ins.target, state[: ins.stack_depth] + [pyver.OTHER] * (1 + bool(ins.push_lasti)))
+            continue
+        if not isinstance(ins, Instr):
+            continue
+        if state is None:  # unreachable or unknown: leave native
+            continue
+        name = ins.name
+        if ins.has_jump():
+            jumped = list(state)
+            _apply(ins, jumped, True, hookable, i)
+            at_label.setdefault(ins.arg, jumped)
+        _apply(ins, state, False, hookable, i)
+        if name in _FINAL or ins.is_uncond_jump():
+            state = None
+    return hookable
+
+
+def _apply(ins: Instr, st: list[str], jump: bool, hookable: set[int], index: int) -> None:
+    name = ins.name
+    if name == "PUSH_NULL":
+        st.append(pyver.NULL)
+        return
+    tags = pyver.global_null_tags(ins)
+    if tags is not None:
+        st.extend(tags)
+        return
+    if pyver.is_method_load(ins):
+        del st[len(st) - (3 if name == "LOAD_SUPER_ATTR" else 1):]
+        st.extend(pyver.method_load_tags())
+        return
+    if name == "SWAP":
+        k = ins.arg
+        if len(st) >= k:
+            st[-1], st[-k] = st[-k], st[-1]
+        return
+    if name == "COPY":
+        st.append(st[-ins.arg] if len(st) >= ins.arg else pyver.OTHER)
+        return
+    nd = pyver.call_null_depth(ins)
+    if nd is not None:
+        depth, pops = nd
+        if len(st) >= depth and st[-depth] == pyver.NULL and not jump:
+            hookable.add(index)
+        del st[max(0, len(st) - pops):]
+        st.append(pyver.OTHER)
+        return
+    if name == "CALL" and not pyver.PY312:  # 3.11: PRECALL already accounted for the call
+        return
+    eff = ins.stack_effect(jump=jump)
+    if eff >= 0:
+        st.extend([pyver.OTHER] * eff)
+    else:
+        del st[max(0, len(st) + eff):]
+
+
+# ---- rewriting ------------------------------------------------------------------------------
+
+
+def _rewrite(bc: Bytecode) -> Bytecode:
+    instrs = list(bc)
+    hookable = _hookable_calls(instrs)
+    out: list[Any] = []
+    kwnames: tuple[str, ...] | None = None
+    hook_next_call = False  # 3.11: PRECALL decided, CALL emits
+    n = len(instrs)
+    for i, ins in enumerate(instrs):
+        if not isinstance(ins, Instr):
+            out.append(ins)
+            continue
+        name, arg, loc = ins.name, ins.arg, ins.location
+        if name == "LOAD_CONST" and isinstance(arg, types.CodeType):
+            out.append(Instr("LOAD_CONST", instrument_code(arg), location=loc))
+        elif name == "KW_NAMES":
+            if _next_call_hookable(instrs, i, hookable):
+                kwnames = arg
+            else:
+                out.append(ins)
+        elif name == "LOAD_CONST" and pyver.PY313 and i + 1 < n and isinstance(instrs[i + 1], Instr) \
+                and instrs[i + 1].name == "CALL_KW" and (i + 1) in hookable:
+            kwnames = arg
+        elif name == "PRECALL":
+            if i in hookable:
+                hook_next_call = True
+            else:
+                out.append(ins)
+        elif name in ("CALL", "CALL_KW"):
+            if hook_next_call or i in hookable:
+                out += pyver.call_with_hook(hooks.h_call, arg, kwnames, loc)
+                hook_next_call, kwnames = False, None
+            else:
+                out.append(ins)
+        elif name == "CALL_FUNCTION_EX":
+            if i in hookable:
+                out += pyver.call_ex_with_hook(hooks.h_call_ex, bool(arg & 1), loc)
+            else:
+                out.append(ins)
+        elif name == "BINARY_OP":
+            out += pyver.hook(hooks.h_binop, 2, (int(arg),), loc)
+        elif name == "COMPARE_OP":
+            out += pyver.hook(hooks.h_compare, 2, (int(arg),), loc)
+        elif name == "CONTAINS_OP":
+            out += pyver.hook(hooks.h_contains, 2, (int(arg),), loc)
+        elif name == "BINARY_SUBSCR":
+            out += pyver.hook(hooks.h_getitem, 2, (), loc)
+        elif name == "BINARY_SLICE":
+            out += pyver.hook(hooks.h_binary_slice, 3, (), loc)
+        elif name == "STORE_SUBSCR":
+            out += pyver.hook(hooks.h_setitem, 3, (), loc) + [Instr("POP_TOP", location=loc)]
+        elif name == "STORE_SLICE":
+            out += pyver.hook(hooks.h_store_slice, 4, (), loc) + [Instr("POP_TOP", location=loc)]
+        elif name in pyver.UNARY_OPS:
+            out += pyver.hook(hooks.h_unary, 1, (name,), loc)
+        elif name == "CALL_INTRINSIC_1" and int(arg) == pyver.INTRINSIC_UNARY_POSITIVE:
+            out += pyver.hook(hooks.h_unary, 1, ("UNARY_POSITIVE",), loc)
+        elif name in pyver.TRUTH_TESTS:
+            out += pyver.hook(hooks.h_truth, 1, (), loc) + [ins]
+        elif name == "GET_ITER":
+            out += pyver.hook(hooks.h_iter, 1, (), loc) + [ins]
+        elif name in ("UNPACK_SEQUENCE", "UNPACK_EX"):
+            out += pyver.hook(hooks.h_unpack, 1, (), loc) + [ins]
+        elif pyver.is_method_load(ins):
+            if name == "LOAD_SUPER_ATTR":
+                out.append(pyver.plain_attr_load(ins))
+            else:
+                out += pyver.hook(hooks.h_getattr, 1, (pyver.attr_name(ins),), loc)
+            out += pyver.push_null_for_method(loc)
+        elif name == "LOAD_ATTR":
+            out += pyver.hook(hooks.h_getattr, 1, (pyver.attr_name(ins),), loc)
+        else:
+            out.append(ins)
+    new = Bytecode(out)
+    new._copy_attr_from(bc)
+    return new
+
+
+def _next_call_hookable(instrs: list[Any], i: int, hookable: set[int]) -> bool:
+    for j in range(i + 1, min(i + 4, len(instrs))):
+        ins = instrs[j]
+        if isinstance(ins, Instr) and ins.name in ("PRECALL", "CALL"):
+            return j in hookable
+    return False

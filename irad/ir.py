@@ -1,0 +1,494 @@
+"""irad's typed SSA IR: four small frozen types, a printer, an evaluator and ``verify``.
+
+Grammar of the printed form (a contract: tests snapshot it)::
+
+    graph  ::= 'graph' NAME '(' binder, ... ')' '->' type ':' (const | op)* 'return' arg, ...
+    const  ::= '$' NAME ':' type '=' ORIGIN                   an array constant the graph reads
+    op     ::= binder, ... '=' call  ['#' FILE:LINE]          SSA: every binder is new
+             | call ['#' FILE:LINE]                           no outputs (guards, effects)
+    call   ::= PRIM ['[' NAME=arg, ... ']'] '(' arg, ... ')'  PRIM is an importable qualified name
+    binder ::= '%' INT ':' type
+    arg    ::= atom | '(' arg, ... ')' | '[' arg, ... ']' | '{' KEY: arg, ... '}'
+    atom   ::= '%' INT                                        a Var
+             | LITERAL | START:STOP:STEP | '...'              a small Const
+             | '$' NAME                                       an array Const
+    type   ::= DTYPE '[' INT, ... ']'                         ndarray or numpy scalar: f64[3,4], f64[]
+             | 'float' | 'int' | 'bool' | 'complex'           Python scalars
+             | NAME                                           opaque values: state, object, ...
+
+Positional ``args`` and keyword ``kwargs`` of an op may nest atoms inside tuples, lists and
+dicts (``numpy.concatenate([%1, %2])``).  Everything static (axis, shapes, slices) is a Const.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence, Union
+
+import numpy as np
+
+from .errors import GuardError, VerifyError
+from .pytree import TreeDef, flatten, unflatten
+
+# ---- types ----------------------------------------------------------------------------------
+
+_SHORT = {
+    "float64": "f64", "float32": "f32", "float16": "f16", "longdouble": "f128",
+    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
+    "uint64": "u64", "uint32": "u32", "uint16": "u16", "uint8": "u8",
+    "bool": "bool", "complex128": "c128", "complex64": "c64",
+}
+
+
+@dataclass(frozen=True)
+class ArrayT:
+    """An ndarray (``scalar=False``) or a numpy scalar such as ``np.float64`` (``scalar=True``)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    scalar: bool = False
+
+    def __str__(self) -> str:
+        return f"{_SHORT.get(self.dtype, self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype.startswith(("float", "complex", "longdouble"))
+
+
+@dataclass(frozen=True)
+class ScalarT:
+    """A Python scalar: ``float``, ``int``, ``bool`` or ``complex``."""
+
+    kind: str
+
+    def __str__(self) -> str:
+        return self.kind
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind in ("float", "complex")
+
+
+@dataclass(frozen=True)
+class OpaqueT:
+    """Any other value: rule state, Python objects, strings."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_float(self) -> bool:
+        return False
+
+
+Type = Union[ArrayT, ScalarT, OpaqueT]
+STATE = OpaqueT("state")
+
+
+def typeof(v: Any) -> Type:
+    """The IR type of a concrete value."""
+    if isinstance(v, np.ndarray):
+        return ArrayT(v.dtype.name, v.shape)
+    if isinstance(v, np.generic):
+        return ArrayT(v.dtype.name, (), True)
+    tv = type(v)
+    if tv is bool:
+        return ScalarT("bool")
+    if tv is int:
+        return ScalarT("int")
+    if tv is float:
+        return ScalarT("float")
+    if tv is complex:
+        return ScalarT("complex")
+    return OpaqueT(tv.__name__)
+
+
+def is_differentiable(t: Type) -> bool:
+    """Only floating (and complex) values carry cotangents."""
+    return t.is_float
+
+
+# ---- atoms, ops, graphs ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Var:
+    """An SSA value.  ``hint`` is a readable name for printing and lowering (not part of equality)."""
+
+    id: int
+    type: Type
+    hint: str = field(default="", compare=False)
+
+    def __str__(self) -> str:
+        return f"%{self.id}"
+
+
+@dataclass(frozen=True, eq=False)
+class Const:
+    """A value baked into the graph.  ``origin`` says where it came from (``global W``, ...)."""
+
+    value: Any
+    type: Type
+    origin: str = ""
+
+    def _key(self) -> Any:
+        v = self.value
+        if isinstance(v, (np.ndarray, np.generic)) or not _hashable(v):
+            return ("id", id(v))
+        return (type(v), v)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Const) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __str__(self) -> str:
+        return _fmt_value(self.value)
+
+    @property
+    def is_array(self) -> bool:
+        return isinstance(self.value, np.ndarray)
+
+
+def _hashable(v: Any) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
+def const(v: Any, origin: str = "") -> Const:
+    return Const(v, typeof(v), origin)
+
+
+Atom = Union[Var, Const]
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where user code produced an op."""
+
+    file: str
+    line: int
+    func: str = ""
+
+    def __str__(self) -> str:
+        return f"{os.path.basename(self.file)}:{self.line}"
+
+    @property
+    def long(self) -> str:
+        return f"{self.func} ({self.file}:{self.line})" if self.func else f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Op:
+    """``outs = prim[kwargs](*args)``.  ``fn`` is the callable that evaluates it.
+
+    ``unpack``: the call returns a container whose flattened leaves bind ``outs`` in order.
+    """
+
+    prim: str
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...] = ()
+    outs: tuple[Var, ...] = ()
+    fn: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    loc: Loc | None = field(default=None, compare=False)
+    unpack: bool = False
+
+    @property
+    def out(self) -> Var:
+        (o,) = self.outs
+        return o
+
+    @property
+    def inputs(self) -> list[Var]:
+        """The Vars this op reads, in order of appearance (duplicates kept)."""
+        found: list[Var] = []
+        for a in self.args:
+            _collect_vars(a, found)
+        for _, a in self.kwargs:
+            _collect_vars(a, found)
+        return found
+
+    def kw(self, name: str, default: Any = None) -> Any:
+        for k, v in self.kwargs:
+            if k == name:
+                return v.value if isinstance(v, Const) else v
+        return default
+
+
+def _collect_vars(a: Any, found: list[Var]) -> None:
+    if isinstance(a, Var):
+        found.append(a)
+    elif isinstance(a, (tuple, list)):
+        for x in a:
+            _collect_vars(x, found)
+    elif isinstance(a, dict):
+        for x in a.values():
+            _collect_vars(x, found)
+
+
+def map_atoms(a: Any, fn: Callable[[Any], Any]) -> Any:
+    """Apply ``fn`` to every atom (Var or Const) of a nested argument structure."""
+    if isinstance(a, (Var, Const)):
+        return fn(a)
+    if type(a) is tuple:
+        return tuple(map_atoms(x, fn) for x in a)
+    if type(a) is list:
+        return [map_atoms(x, fn) for x in a]
+    if type(a) is dict:
+        return {k: map_atoms(x, fn) for k, x in a.items()}
+    return a
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A traced function: typed inputs, ops in order, output atoms, and the pytree boundary.
+
+    ``in_tree`` describes ``(args, kwargs)``; its leaves are the dynamic inputs (``inputs``, in
+    order) and the static ones (``statics``: ``(leaf index, value)``), which calls must repeat.
+    """
+
+    name: str
+    inputs: tuple[Var, ...]
+    ops: tuple[Op, ...]
+    outputs: tuple[Any, ...]
+    in_tree: TreeDef | None = None
+    out_tree: TreeDef | None = None
+    statics: tuple[tuple[int, Any], ...] = ()
+    provenance: tuple[str, ...] = ()
+
+    @property
+    def guards(self) -> list[Op]:
+        return [op for op in self.ops if op.prim in GUARD_PRIMS]
+
+    def __str__(self) -> str:
+        return format_graph(self)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves, tree = flatten((args, kwargs))
+        if self.in_tree is not None and tree != self.in_tree:
+            raise TypeError(f"graph {self.name}: arguments have structure {tree}, traced with {self.in_tree}")
+        statics = dict(self.statics)
+        dyn = []
+        for i, leaf in enumerate(leaves):
+            if i in statics:
+                if not _same_static(statics[i], leaf):
+                    raise GuardError(
+                        f"graph {self.name}: static argument {i} was {statics[i]!r} when traced, got {leaf!r}; "
+                        "trace again with the new value")
+            else:
+                dyn.append(leaf)
+        outs = evaluate(self, dyn)
+        if self.out_tree is None:
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        return unflatten(self.out_tree, outs)
+
+    def replace(self, **changes: Any) -> "Graph":
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d.update(changes)
+        return Graph(**d)
+
+
+def _same_static(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+GUARD_PRIMS = frozenset({"irad.ops.guard", "irad.ops.guard_shape"})
+
+
+def evaluate(g: Graph, inputs: Sequence[Any]) -> list[Any]:
+    """Run the ops of ``g`` on concrete input values; returns the flat outputs."""
+    env: dict[int, Any] = {}
+    for v, x in zip(g.inputs, inputs):
+        env[v.id] = x
+
+    def get(a: Any) -> Any:
+        return env[a.id] if isinstance(a, Var) else a.value
+
+    for op in g.ops:
+        assert op.fn is not None, f"op {op.prim} has no callable"
+        args = [map_atoms(a, get) for a in op.args]
+        kwargs = {k: map_atoms(a, get) for k, a in op.kwargs}
+        try:
+            r = op.fn(*args, **kwargs)
+        except GuardError as e:
+            where = f" at {op.loc.long}" if op.loc else ""
+            raise GuardError(f"{e}{where}; the traced branch no longer applies (graph {g.name})") from None
+        if op.unpack:
+            leaves, _ = flatten(r)
+            for o, x in zip(op.outs, leaves):
+                env[o.id] = x
+        elif len(op.outs) == 1:
+            env[op.outs[0].id] = r
+    return [map_atoms(a, get) for a in g.outputs]
+
+
+# ---- printing -------------------------------------------------------------------------------
+
+
+def _fmt_slice(s: slice) -> str:
+    parts = ["" if s.start is None else _fmt_value(s.start), "" if s.stop is None else _fmt_value(s.stop)]
+    if s.step is not None:
+        parts.append(_fmt_value(s.step))
+    return ":".join(parts)
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, slice):
+        return _fmt_slice(v)
+    if v is Ellipsis:
+        return "..."
+    if isinstance(v, np.ndarray):
+        return f"<{typeof(v)}>"
+    if isinstance(v, np.generic):
+        return f"{type(v).__name__}({v.item()!r})"
+    if isinstance(v, np.dtype):
+        return f"dtype({v.name})"
+    if isinstance(v, type):
+        return f"{v.__module__}.{v.__qualname__}" if v.__module__ != "builtins" else v.__name__
+    if callable(v) and hasattr(v, "__name__"):
+        return getattr(v, "__qualname__", v.__name__)
+    if isinstance(v, (int, float, complex, str, bytes, bool)) or v is None:
+        return repr(v)
+    r = repr(v)
+    return r if len(r) < 40 and "\n" not in r else f"<{type(v).__name__}>"
+
+
+class _Namer:
+    """Assigns ``$name`` to array constants in order of appearance."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+        self.consts: list[tuple[str, Const]] = []
+
+    def name(self, c: Const) -> str:
+        key = id(c.value)
+        if key not in self.names:
+            base = c.origin.split()[-1] if c.origin else f"c{len(self.consts)}"
+            base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base)
+            name, k = base, 1
+            while name in self.names.values():
+                name, k = f"{base}_{k}", k + 1
+            self.names[key] = name
+            self.consts.append((name, c))
+        return "$" + self.names[key]
+
+
+def _fmt_arg(a: Any, namer: _Namer) -> str:
+    if isinstance(a, Var):
+        return str(a)
+    if isinstance(a, Const):
+        if a.is_array:
+            return namer.name(a)
+        if isinstance(a.value, tuple):
+            return "(" + ", ".join(_fmt_arg(Const(x, typeof(x)), namer) for x in a.value) + ("," if len(a.value) == 1 else "") + ")"
+        return str(a)
+    if type(a) is tuple:
+        inner = ", ".join(_fmt_arg(x, namer) for x in a)
+        return f"({inner},)" if len(a) == 1 else f"({inner})"
+    if type(a) is list:
+        return "[" + ", ".join(_fmt_arg(x, namer) for x in a) + "]"
+    if type(a) is dict:
+        return "{" + ", ".join(f"{k!r}: {_fmt_arg(x, namer)}" for k, x in a.items()) + "}"
+    return _fmt_value(a)
+
+
+def format_op(op: Op, namer: _Namer | None = None) -> str:
+    """One op, without its location comment."""
+    namer = namer or _Namer()
+    lhs = ", ".join(f"{o}: {o.type}" for o in op.outs)
+    attrs = ""
+    if op.kwargs:
+        attrs = "[" + ", ".join(_fmt_arg(v, namer) if k.startswith("_") else f"{k}={_fmt_arg(v, namer)}"
+                                for k, v in op.kwargs) + "]"
+    call = f"{op.prim}{attrs}(" + ", ".join(_fmt_arg(a, namer) for a in op.args) + ")"
+    return f"{lhs} = {call}" if lhs else call
+
+
+def _fmt_type_tuple(types: list[str]) -> str:
+    return types[0] if len(types) == 1 else "(" + ", ".join(types) + ")"
+
+
+def format_graph(g: Graph) -> str:
+    namer = _Namer()
+    body = []
+    for op in g.ops:
+        text = "  " + format_op(op, namer)
+        if op.loc is not None:
+            text = f"{text:<44} # {op.loc}"
+        body.append(text)
+    outs = [_fmt_arg(o, namer) for o in g.outputs]
+    out_types = [str(o.type) for o in g.outputs]
+    params = ", ".join(f"{v}: {v.type}" for v in g.inputs)
+    lines = [f"graph {g.name}({params}) -> {_fmt_type_tuple(out_types)}:"]
+    for name, c in namer.consts:
+        lines.append(f"  ${name}: {c.type} = {c.origin or 'constant'}")
+    lines.extend(body)
+    lines.append("  return " + ", ".join(outs))
+    for p in g.provenance:
+        lines.append(f"# {p}")
+    return "\n".join(lines)
+
+
+# ---- verification ---------------------------------------------------------------------------
+
+
+def verify(g: Graph) -> Graph:
+    """Check single assignment, definition before use and types; return ``g`` unchanged.
+
+    On failure raises ``VerifyError`` naming the problem and quoting the graph around it.
+    """
+    defined: dict[int, Var] = {}
+
+    def fail(msg: str, index: int) -> None:
+        lines = str(g).splitlines()
+        n_consts = sum(1 for ln in lines[1:] if ln.startswith("  $"))
+        at = 1 + n_consts + index  # header, consts, then one line per op
+        lo, hi = max(0, at - 5), min(len(lines), at + 6)
+        quoted = "\n".join(("> " if i == at else "  ") + lines[i] for i in range(lo, hi))
+        raise VerifyError(f"{msg}\nwhile checking graph:\n{quoted}")
+
+    for v in g.inputs:
+        if not isinstance(v, Var):
+            fail(f"input {v!r} is not a Var", -1)
+        if v.id in defined:
+            fail(f"{v} is defined twice (input)", -1)
+        defined[v.id] = v
+    for i, op in enumerate(g.ops):
+        if not isinstance(op, Op):
+            fail(f"op {i} is not an Op: {op!r}", i)
+        for v in op.inputs:
+            if v.id not in defined:
+                fail(f"{v} used before definition", i)
+            if defined[v.id].type != v.type:
+                fail(f"{v} used as {v.type} but defined as {defined[v.id].type}", i)
+        for o in op.outs:
+            if not isinstance(o, Var):
+                fail(f"output {o!r} of {op.prim} is not a Var", i)
+            if o.id in defined:
+                fail(f"{o} is assigned twice (single assignment violated)", i)
+            defined[o.id] = o
+        if op.fn is None:
+            fail(f"op {op.prim} has no callable", i)
+    for o in g.outputs:
+        if isinstance(o, Var):
+            if o.id not in defined:
+                fail(f"output {o} is never defined", len(g.ops))
+            if defined[o.id].type != o.type:
+                fail(f"output {o} returned as {o.type} but defined as {defined[o.id].type}", len(g.ops))
+        elif not isinstance(o, Const):
+            fail(f"output {o!r} is not an atom", len(g.ops))
+    return g
+
+
+def iter_vars(g: Graph) -> Iterator[Var]:
+    """Every Var the graph defines: inputs, then op outputs in order."""
+    yield from g.inputs
+    for op in g.ops:
+        yield from op.outs

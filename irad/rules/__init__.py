@@ -1,0 +1,19 @@
+"""Reverse rules: the registry and the built-in rule tables (imported for their registrations)."""
+from .registry import (Rule, all_rules, defrule, impl_key, is_nondiff, lookup, non_differentiable,
+                       qualname, rrule, scalar_rule, version)
+
+__all__ = ["Rule", "all_rules", "defrule", "impl_key", "is_nondiff", "lookup", "non_differentiable",
+           "qualname", "rrule", "scalar_rule", "version"]
+
+
+def _load_tables() -> None:
+    import importlib
+    for name in ("python_rules", "numpy_rules"):
+        try:
+            importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:  # a table not written yet
+            if e.name != f"{__name__}.{name}":
+                raise
+
+
+_load_tables()

@@ -1,0 +1,243 @@
+"""The rule registry: which implementation has which reverse rule.
+
+The canonical rule is explicit (seed thread 000): two ordinary, named functions
+
+    fwd(*args, **kwargs) -> (y, state)        forward value and the residuals the backward needs
+    bwd(state, ybar)     -> (cot_0, ...)      one cotangent per positional argument (None: zero)
+
+Cotangents may keep the broadcast shape of ``y``: the reverse-mode transform sums them down to
+the argument's shape (``irad.ops.sum_to``) and casts them to the argument's type, so rules never
+handle broadcasting.  A positional argument that is a list (``np.concatenate([a, b])``) gets a
+list of cotangents.  Keyword arguments are static: they get no cotangent.  For an op whose result
+is a container (``np.linalg.eigh``), ``ybar`` is a tuple with one (materialised) cotangent per leaf.
+
+Rules are keyed by the implementation that runs (``impl_key``), never by a name.
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+Fwd = Callable[..., tuple[Any, Any]]
+Bwd = Callable[[Any, Any], tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A reverse rule for one implementation."""
+
+    impl: Any
+    name: str
+    fwd: Fwd
+    bwd: Bwd
+    kind: str = "explicit"  # 'explicit' | 'scalar' | 'closure'
+    types: tuple[type, ...] = ()  # leading positional argument types it was registered for
+    closure_fn: Any = field(default=None, compare=False)  # the user's closure-form rule, if any
+
+
+_RULES: dict[Any, list[Rule]] = {}
+_NONDIFF: set[Any] = set()
+_VERSION = [0]  # bumped on every registration: compiled programs key their caches on it
+
+
+def version() -> int:
+    return _VERSION[0]
+
+
+def _bump() -> None:
+    _VERSION[0] += 1
+
+
+def impl_key(fn: Any) -> Any:
+    """A hashable key for the implementation ``fn`` runs.
+
+    Bound methods of C objects (``np.add.reduce``) are keyed by ``(owner, name)`` because a new
+    bound-method object is made at every attribute access; ``np.float64.sum`` shares
+    ``np.ndarray.sum``'s key; Python bound methods are keyed by their function.
+    """
+    if isinstance(fn, types.MethodType):
+        return fn.__func__
+    if isinstance(fn, types.BuiltinMethodType) and fn.__self__ is not None and not isinstance(fn.__self__, types.ModuleType):
+        owner = fn.__self__
+        if isinstance(owner, (np.ndarray, np.generic)):
+            return getattr(np.ndarray, fn.__name__, None) or (type(owner), fn.__name__)
+        if isinstance(owner, np.random.RandomState) or isinstance(owner, np.random.Generator):
+            return (type(owner), fn.__name__)
+        try:
+            hash(owner)
+            return (owner, fn.__name__)
+        except TypeError:
+            return (type(owner), fn.__name__)
+    objclass = getattr(fn, "__objclass__", None)
+    if objclass is not None and isinstance(objclass, type) and issubclass(objclass, np.generic):
+        alias = getattr(np.ndarray, getattr(fn, "__name__", ""), None)
+        if alias is not None:
+            return alias
+    return fn
+
+
+def qualname(fn: Any) -> str:
+    """An importable-looking qualified name for a callable, used to print ops and rules."""
+    if isinstance(fn, np.ufunc):
+        return f"numpy.{fn.__name__}"
+    if isinstance(fn, types.BuiltinMethodType) and fn.__self__ is not None and not isinstance(fn.__self__, types.ModuleType):
+        owner = fn.__self__
+        if isinstance(owner, np.ufunc):
+            return f"numpy.{owner.__name__}.{fn.__name__}"
+        if owner is getattr(np.random, "mtrand", None) or isinstance(owner, np.random.RandomState):
+            return f"numpy.random.{fn.__name__}"
+        return f"{qualname(type(owner))}.{fn.__name__}"
+    if isinstance(fn, types.MethodType):
+        return qualname(fn.__func__)
+    objclass = getattr(fn, "__objclass__", None)
+    if objclass is not None:
+        return f"{qualname(objclass)}.{fn.__name__}"
+    mod = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    if mod in ("_operator", "builtins", "__builtin__"):
+        mod = "operator" if mod == "_operator" else "builtins"
+    if mod.startswith("numpy") and mod != "numpy":
+        # numpy.linalg._linalg -> numpy.linalg when the public module exports the same object
+        public = ".".join(p for p in mod.split(".") if not p.startswith("_"))
+        pm = sys.modules.get(public)
+        if pm is not None and getattr(pm, getattr(fn, "__name__", ""), None) is fn:
+            mod = public
+    return f"{mod}.{name}" if mod else name
+
+
+# ---- registration ---------------------------------------------------------------------------
+
+
+def defrule(fn: Any, fwd: Fwd, bwd: Bwd, *, types: tuple[type, ...] = (), kind: str = "explicit",
+            closure_fn: Any = None) -> Rule:
+    """Register the explicit rule ``(fwd, bwd)`` for the implementation ``fn``."""
+    rule = Rule(impl_key(fn), qualname(fn), fwd, bwd, kind, tuple(types), closure_fn)
+    lst = _RULES.setdefault(rule.impl, [])
+    lst[:] = [r for r in lst if r.types != rule.types]
+    lst.append(rule)
+    _bump()
+    return rule
+
+
+def _arity(f: Callable[..., Any]) -> int:
+    try:
+        return len([p for p in inspect.signature(f).parameters.values()
+                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)])
+    except (TypeError, ValueError):
+        return -1
+
+
+def _module_for_generated() -> types.ModuleType:
+    from . import generated
+    return generated
+
+
+def scalar_rule(fn: Any, *partials: Callable[..., Any]) -> Rule:
+    """Declare elementwise partial derivatives; irad generates a named pullback from them.
+
+    Each partial is ``lambda *args`` or, when it is cheaper in terms of the output,
+    ``lambda *args, y`` (one more parameter: the output).  ``None`` marks a non-differentiable
+    argument.  E.g. ``scalar_rule(np.tanh, lambda x, y: 1 - y * y)``.
+    """
+    n = len(partials)
+    uses_y = tuple(p is not None and _arity(p) == n + 1 for p in partials)
+    base = qualname(fn).replace(".", "_")
+    mod = _module_for_generated()
+
+    def fwd(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        y = fn(*args, **kwargs)
+        return y, (args, y)
+
+    def bwd(state: Any, ybar: Any) -> tuple[Any, ...]:
+        args, y = state
+        out = []
+        for p, wy in zip(partials, uses_y):
+            if p is None:
+                out.append(None)
+            else:
+                d = p(*args, y) if wy else p(*args)
+                out.append(ybar * np.conj(d) if np.iscomplexobj(d) else ybar * d)
+        return tuple(out)
+
+    for f, suffix in ((fwd, "fwd"), (bwd, "pullback")):
+        f.__name__ = f.__qualname__ = f"{base}_{suffix}"
+        f.__module__ = mod.__name__
+        setattr(mod, f.__name__, f)
+    return defrule(fn, fwd, bwd, kind="scalar")
+
+
+def non_differentiable(*fns: Any) -> None:
+    """Mark implementations whose outputs carry no gradient (``np.argmax``, ``np.floor``...)."""
+    for fn in fns:
+        _NONDIFF.add(impl_key(fn))
+    _bump()
+
+
+def is_nondiff(fn: Any) -> bool:
+    try:
+        return impl_key(fn) in _NONDIFF
+    except TypeError:
+        return False
+
+
+def lookup(fn: Any, args: tuple[Any, ...] = ()) -> Rule | None:
+    """The rule that applies to calling ``fn`` with ``args``, if any.
+
+    A rule registered with ``types`` applies when the leading positional arguments are
+    instances of those types; the most recently registered matching rule wins.
+    """
+    try:
+        lst = _RULES.get(impl_key(fn))
+    except TypeError:
+        return None
+    if not lst:
+        return None
+    for r in reversed(lst):
+        if all(i < len(args) and isinstance(args[i], t) for i, t in enumerate(r.types)):
+            return r
+    return None
+
+
+def all_rules() -> list[Rule]:
+    """Every registered rule (for docs and tests)."""
+    return [r for lst in _RULES.values() for r in lst]
+
+
+def nondiff_keys() -> set[Any]:
+    return set(_NONDIFF)
+
+
+def rrule(fn: Any, *types_: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Closure-form rule (ChainRules style)::
+
+        @irad.rrule(my_fn)
+        def _(x, y):
+            z = my_fn(x, y)
+            def pullback(zbar):
+                return zbar * y, zbar * x     # one cotangent per positional argument
+            return z, pullback
+
+    irad turns it into an explicit ``fwd``/``bwd`` pair: the state is the pullback closure.
+    """
+    def deco(rule_fn: Callable[..., Any]) -> Callable[..., Any]:
+        base = qualname(fn).replace(".", "_").replace("<", "").replace(">", "")
+
+        def fwd(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            y, pb = rule_fn(*args, **kwargs)
+            return y, pb
+
+        def bwd(pb: Any, ybar: Any) -> tuple[Any, ...]:
+            r = pb(ybar)
+            return tuple(r) if isinstance(r, (tuple, list)) else (r,)
+
+        fwd.__name__ = fwd.__qualname__ = f"{base}_rrule_fwd"
+        bwd.__name__ = bwd.__qualname__ = f"{base}_call_pullback"
+        defrule(fn, fwd, bwd, types=types_, kind="closure", closure_fn=rule_fn)
+        return rule_fn
+
+    return deco

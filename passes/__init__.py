@@ -1,0 +1,1 @@
+"""irad's graph passes (installed as irad.passes)."""
