@@ -8,7 +8,8 @@ from .ir import Const, Graph, Op, Var, verify
 from .rules import defrule
 from .rules import non_differentiable, rrule, scalar_rule
 from .trace import trace
+from .api import Program, compile, grad, value_and_grad, vjp
 
-__all__ = ["Const", "Graph", "GuardError", "IradError", "NoRuleError", "Op", "TraceError", "UnsupportedError",
+__all__ = ["Program", "compile", "grad", "value_and_grad", "vjp", "Const", "Graph", "GuardError", "IradError", "NoRuleError", "Op", "TraceError", "UnsupportedError",
            "Var", "VerifyError", "defrule", "errors", "non_differentiable", "rrule", "rules", "scalar_rule",
            "trace", "verify"]

@@ -189,7 +189,9 @@ class Loc:
 class Op:
     """``outs = prim[kwargs](*args)``.  ``fn`` is the callable that evaluates it.
 
-    ``unpack``: the call returns a container whose flattened leaves bind ``outs`` in order.
+    ``unpack`` says how ``outs`` bind the result: ``False``: the result itself; ``True``: the
+    leaves of the result pytree; ``"fwd"``: a rule's ``(y, state)``: the leaves of ``y``, then the
+    state; a tuple of index paths: ``result[p0][p1]...`` for each out (a pullback's cotangents).
     """
 
     prim: str
@@ -198,7 +200,7 @@ class Op:
     outs: tuple[Var, ...] = ()
     fn: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     loc: Loc | None = field(default=None, compare=False)
-    unpack: bool = False
+    unpack: Any = False
 
     @property
     def out(self) -> Var:
@@ -320,13 +322,30 @@ def evaluate(g: Graph, inputs: Sequence[Any]) -> list[Any]:
         except GuardError as e:
             where = f" at {op.loc.long}" if op.loc else ""
             raise GuardError(f"{e}{where}; the traced branch no longer applies (graph {g.name})") from None
-        if op.unpack:
-            leaves, _ = flatten(r)
-            for o, x in zip(op.outs, leaves):
-                env[o.id] = x
-        elif len(op.outs) == 1:
-            env[op.outs[0].id] = r
+        bind_outputs(op, r, env)
     return [map_atoms(a, get) for a in g.outputs]
+
+
+def bind_outputs(op: Op, r: Any, env: dict[int, Any]) -> None:
+    """Bind the result ``r`` of ``op`` to its outs, following ``op.unpack``."""
+    u = op.unpack
+    if not u:
+        if len(op.outs) == 1:
+            env[op.outs[0].id] = r
+        return
+    if u is True:
+        leaves = flatten(r)[0]
+    elif u == "fwd":  # rule_fwd: (y, state) -> leaves of y, then the state
+        leaves = (flatten(r[0])[0] if len(op.outs) > 2 else [r[0]]) + [r[1]]
+    else:  # a tuple of index paths into the result
+        leaves = []
+        for path in u:
+            x = r
+            for k in path:
+                x = x[k]
+            leaves.append(x)
+    for o, x in zip(op.outs, leaves):
+        env[o.id] = x
 
 
 # ---- printing -------------------------------------------------------------------------------
@@ -348,6 +367,8 @@ def _fmt_value(v: Any) -> str:
         return f"<{typeof(v)}>"
     if isinstance(v, np.generic):
         return f"{type(v).__name__}({v.item()!r})"
+    if type(v).__name__ == "Rule" and hasattr(v, "name"):  # rule_fwd[numpy.tanh]
+        return str(v.name)
     if isinstance(v, np.dtype):
         return f"dtype({v.name})"
     if isinstance(v, type):

@@ -197,6 +197,7 @@ class Tracer:
         if isinstance(result, (bool, int, np.bool_)):
             v = self.new_var(result)
             self.emit(fn, a_args, a_kwargs, (v,))
+            self.values[v.id] = result
             self._guard(v, result)
             return result
         if isinstance(result, (tuple, list)) and result and any(trackable(x) or isinstance(x, (bool, int, np.bool_))
@@ -215,6 +216,7 @@ class Tracer:
             v = self.new_var(x)
             outs.append(v)
             new_leaves.append(x)
+            self.values[v.id] = x
             if isinstance(x, (bool, int, np.bool_)):
                 guards.append((v, x))
         self.emit(fn, a_args, a_kwargs, tuple(outs), unpack=True)

@@ -1,1 +1,11 @@
-"""irad's graph passes (installed as irad.passes)."""
+"""irad's graph passes (installed as ``irad.passes``): pure ``Graph -> Graph`` functions.
+
+``PIPELINE`` (in ``manager.py``) is the default pipeline of ``irad.compile``; ``run(g, pipeline)``
+applies a pipeline until nothing changes.
+"""
+from .analysis import to_nx
+from .cse import cse
+from .dce import dce
+from .manager import PIPELINE, run
+
+__all__ = ["PIPELINE", "cse", "dce", "run", "to_nx"]

@@ -1,0 +1,260 @@
+"""Reverse mode: a forward Graph becomes one joint forward+backward Graph.
+
+Every differentiable op on the path from the differentiated inputs to the outputs becomes
+
+    %y, %s = rule_fwd[numpy.tanh](%x)          the rule's named forward: output + explicit state
+    %x_bar = pullback[numpy.tanh](%s, %y_bar)  its named backward, a function of state and ybar
+
+so the joint graph holds no closures for built-in rules (seed thread 000).  The transform runs
+on the trace's concrete values: each rule is executed once while the graph is built, which
+gives every cotangent its exact type and, when the seed is known (``grad``), the gradient of
+the call that traced, with no second run of ``f``.  Broadcasting is undone here
+(``irad.ops.sum_to``), not in rules; fan-out accumulates with ``operator.add``.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import ops as irad_ops
+from .errors import GradError, NoRuleError
+from .ir import STATE, Const, Graph, Op, Var, const, is_differentiable, map_atoms, typeof
+from .rules import registry
+from .rules.registry import Rule
+
+
+@dataclass(frozen=True)
+class Joint:
+    """The joint graph and what its outputs mean.
+
+    Outputs are ``g``'s outputs, then one gradient per ``wrt`` input.  ``ybar_inputs`` are the
+    cotangent inputs appended to ``g``'s inputs when the seed is given by the caller (``vjp``).
+    ``values`` are concrete values of the joint graph's vars at the traced call.
+    """
+
+    graph: Graph
+    n_outputs: int
+    wrt: tuple[int, ...]
+    ybar_inputs: tuple[Var, ...]
+    values: dict[int, Any]
+
+
+def _seed_value(v: Any) -> Any:
+    if type(v) is float:
+        return 1.0
+    if type(v) is complex:
+        return 1.0 + 0j
+    return np.ones_like(v)[()] if isinstance(v, np.generic) else np.ones_like(v)
+
+
+def _hint(v: Var) -> str:
+    return v.hint or f"t{v.id}"
+
+
+def _var_paths(a: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], Var]]:
+    """(index path, Var) of every Var inside a nested positional argument."""
+    if isinstance(a, Var):
+        return [(path, a)]
+    if type(a) in (tuple, list):
+        out = []
+        for k, x in enumerate(a):
+            out += _var_paths(x, path + (k,))
+        return out
+    return []
+
+
+class _Builder:
+    def __init__(self, g: Graph, values: dict[int, Any]) -> None:
+        self.g = g
+        self.val = dict(values)
+        self.ops: list[Op] = []
+        self.next_id = 1 + max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs] + [-1])
+
+    def new(self, value: Any, hint: str = "", type_: Any = None) -> Var:
+        v = Var(self.next_id, type_ or typeof(value), hint)
+        self.next_id += 1
+        self.val[v.id] = value
+        return v
+
+    def get(self, a: Any) -> Any:
+        return self.val[a.id] if isinstance(a, Var) else a.value
+
+    def emit(self, fn: Any, args: tuple[Any, ...], value: Any, hint: str, prim: str | None = None,
+             kwargs: tuple[tuple[str, Any], ...] = (), loc: Any = None) -> Var:
+        out = self.new(value, hint)
+        self.ops.append(Op(prim or registry.qualname(fn), args, kwargs, (out,), fn, loc))
+        return out
+
+
+def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str = "one") -> Joint:
+    """Differentiate ``g``'s outputs with respect to the inputs at positions ``wrt``.
+
+    ``seed="one"``: the (scalar) outputs are seeded with 1; ``seed="input"``: one cotangent input
+    per output is appended to the graph's inputs.
+    """
+    b = _Builder(g, values)
+    wrt_vars = [g.inputs[i] for i in wrt]
+    active: set[int] = {v.id for v in wrt_vars if is_differentiable(v.type)}
+
+    # forward activity: which values depend differentiably on the wrt inputs
+    for op in g.ops:
+        if op.outs and not registry.is_nondiff(op.fn) and any(v.id in active for v in op.inputs):
+            active.update(o.id for o in op.outs if is_differentiable(o.type))
+    # backward usefulness: which active values reach an output
+    useful: set[int] = {o.id for o in g.outputs if isinstance(o, Var) and o.id in active}
+    on_path: list[bool] = [False] * len(g.ops)
+    for k in range(len(g.ops) - 1, -1, -1):
+        op = g.ops[k]
+        if any(o.id in useful for o in op.outs):
+            ins = [v for v in op.inputs if v.id in active]
+            if ins:
+                on_path[k] = True
+                useful.update(v.id for v in ins)
+
+    # forward sweep: rule_fwd for ops on the path, everything else as it was
+    states: dict[int, tuple[Rule, Var]] = {}
+    for k, op in enumerate(g.ops):
+        if not on_path[k]:
+            b.ops.append(op)
+            continue
+        args = [map_atoms(a, b.get) for a in op.args]
+        kwargs = {n: map_atoms(a, b.get) for n, a in op.kwargs}
+        rule = registry.lookup(op.fn, tuple(args))
+        if rule is None:
+            raise _no_rule(op, args)
+        for n, a in op.kwargs:
+            if any(v.id in active for _, v in _var_paths(a, ())):
+                raise GradError(f"{op.prim}: keyword argument {n}= carries a value being differentiated "
+                                f"at {op.loc.long if op.loc else '?'}; pass it positionally")
+        y, st = rule.fwd(*args, **kwargs)
+        s = b.new(st, f"s{op.outs[0].id}", STATE)
+        b.ops.append(Op("rule_fwd", op.args, (("_rule", Const(rule, STATE)),) + op.kwargs, op.outs + (s,),
+                        rule.fwd, op.loc, "fwd"))
+        states[k] = (rule, s)
+
+    # seeds
+    cot: dict[int, Any] = {}
+    ybar_inputs: list[Var] = []
+    for o in g.outputs:
+        if not (isinstance(o, Var) and o.id in useful):
+            continue
+        if seed == "one":
+            if o.type.__class__.__name__ == "ArrayT" and getattr(o.type, "shape", ()) != ():
+                raise GradError(f"grad of {g.name}: output must be a scalar, got {o.type}; "
+                                "use irad.vjp for non-scalar outputs")
+            if o.id not in cot:
+                sv = _seed_value(b.val[o.id])
+                cot[o.id] = Const(sv, typeof(sv))
+        else:
+            yb = b.new(_seed_value(b.val[o.id]), _hint(o) + "_bar", o.type)
+            ybar_inputs.append(yb)
+            _accumulate(b, cot, o, yb)
+
+    # backward sweep
+    for k in range(len(g.ops) - 1, -1, -1):
+        if k not in states:
+            continue
+        op = g.ops[k]
+        rule, s = states[k]
+        outs_with_cot = [o for o in op.outs if o.id in cot]
+        if not outs_with_cot:
+            continue
+        if len(op.outs) == 1 and not op.unpack:
+            ybar = cot[op.outs[0].id]
+        else:
+            parts = []
+            for o in op.outs:
+                if o.id in cot:
+                    parts.append(cot[o.id])
+                else:
+                    z = irad_ops.zeros_like(b.val[o.id])
+                    parts.append(b.emit(irad_ops.zeros_like, (o,), z, _hint(o) + "_bar", "irad.ops.zeros_like"))
+            ybar = tuple(parts)
+        cots = rule.bwd(b.val[s.id], map_atoms(ybar, b.get))
+        if not isinstance(cots, (tuple, list)):
+            raise NoRuleError(f"the pullback of {rule.name} returned {type(cots).__name__}; "
+                              "it must return a tuple with one cotangent per positional argument")
+        wanted = [(p, v) for i, a in enumerate(op.args) for p, v in _var_paths(a, (i,)) if v.id in active]
+        paths, outs, raw = [], [], []
+        for p, v in wanted:
+            c: Any = cots
+            try:
+                for idx in p:
+                    c = c[idx]
+            except (IndexError, TypeError, KeyError):
+                c = None
+            if c is None:
+                continue
+            out = b.new(c, _hint(v) + "_bar")
+            paths.append(p)
+            outs.append(out)
+            raw.append(v)
+        if not outs:
+            continue
+        b.ops.append(Op("pullback", (s, ybar), (("_rule", Const(rule, STATE)),), tuple(outs), rule.bwd, op.loc,
+                        tuple(paths)))
+        for v, out in zip(raw, outs):
+            _accumulate(b, cot, v, _fit(b, out, v, op.loc))
+
+    grads = []
+    for v in wrt_vars:
+        if v.id in cot:
+            grads.append(cot[v.id])
+        else:
+            z = irad_ops.zeros_like(b.val[v.id])
+            grads.append(b.emit(irad_ops.zeros_like, (v,), z, _hint(v) + "_bar", "irad.ops.zeros_like"))
+    joint = Graph(g.name, g.inputs + tuple(ybar_inputs), tuple(b.ops), tuple(g.outputs) + tuple(grads),
+                  None, None, g.statics, g.provenance + ("reverse mode",))
+    return Joint(joint, len(g.outputs), tuple(wrt), tuple(ybar_inputs), b.val)
+
+
+def _fit(b: _Builder, c: Var, primal: Var, loc: Any) -> Var:
+    """Make a cotangent match its primal's type: undo broadcasting, keep floats floats, cast dtypes."""
+    pt, ct = primal.type, c.type
+    if pt == ct:
+        return c
+    hint = c.hint
+    pshape = getattr(pt, "shape", ())
+    if getattr(ct, "shape", ()) != pshape:
+        v = irad_ops.sum_to(b.val[c.id], pshape)
+        c = b.emit(irad_ops.sum_to, (c, const(pshape)), v, hint, "irad.ops.sum_to", loc=loc)
+    kind = getattr(pt, "kind", None)
+    if kind in ("float", "complex"):
+        fn = float if kind == "float" else complex
+        if c.type != pt:
+            c = b.emit(fn, (c,), fn(b.val[c.id]), hint, f"builtins.{kind}", loc=loc)
+        return c
+    pdtype = getattr(pt, "dtype", None)
+    if pdtype is not None and getattr(c.type, "dtype", None) != pdtype:
+        v = np.asarray(b.val[c.id]).astype(pdtype)
+        if getattr(pt, "scalar", False):
+            v = v[()]
+        c = b.emit(np.ndarray.astype, (c, const(np.dtype(pdtype))), v, hint, loc=loc)
+    return c
+
+
+def _accumulate(b: _Builder, cot: dict[int, Any], v: Var, c: Any) -> None:
+    old = cot.get(v.id)
+    if old is None:
+        cot[v.id] = c
+        return
+    total = b.get(old) + b.get(c)
+    cot[v.id] = b.emit(operator.add, (old, c), total, _hint(v) + "_bar")
+
+
+def _no_rule(op: Op, args: list[Any]) -> NoRuleError:
+    types_ = ", ".join(str(typeof(a)) if not isinstance(a, (list, tuple)) else type(a).__name__ for a in args)
+    where = f" at {op.loc.long}" if op.loc else ""
+    short = op.prim.rsplit(".", 1)[-1]
+    return NoRuleError(
+        f"no reverse rule for {op.prim}({types_}){where}; irad cannot trace through it (it is not Python code).\n"
+        f"  Define one, e.g.\n"
+        f"    @irad.rrule({op.prim})\n"
+        f"    def _({', '.join('x%d' % i for i in range(len(args)))}):\n"
+        f"        y = {short}(...)\n"
+        f"        def pullback(ybar): return (...,)   # one cotangent per positional argument\n"
+        f"        return y, pullback\n"
+        f"  or mark it irad.non_differentiable({op.prim}).")

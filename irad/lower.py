@@ -1,0 +1,301 @@
+"""Lowering: a Graph becomes straight-line Python source that reads like hand-written numpy.
+
+Python operators stay operators (``a * b``: Python floats stay Python floats), ndarray methods
+stay methods, numpy functions are spelled ``np.name``, rules are called by their names
+(``numpy_tanh_fwd``), each backward line says what it computes, and array values are freed
+(``del``) after their last use.  User values never become code: constants enter the program's
+namespace by name, strings and dict keys only through ``repr``, comments are one sanitised line.
+"""
+from __future__ import annotations
+
+import builtins
+import keyword
+import linecache
+import math
+import operator
+import re
+import types
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import GuardError
+from .ir import ArrayT, Const, Graph, Op, OpaqueT, Var
+from .pytree import flatten
+
+_INFIX = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+          operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
+          operator.lt: "<", operator.le: "<=", operator.eq: "==", operator.ne: "!=", operator.gt: ">",
+          operator.ge: ">=", operator.and_: "&", operator.or_: "|", operator.xor: "^",
+          operator.lshift: "<<", operator.rshift: ">>"}
+_PREFIX = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
+_BUILTINS = {getattr(builtins, n): n for n in ("abs", "float", "complex", "int", "bool", "max", "min", "len",
+                                               "round", "sum", "print", "divmod", "pow")}
+_SHORT_DTYPE = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "b", "complex128": "c128"}
+_METHOD_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType)
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """Generated source, the namespace it runs in, and the compiled function."""
+
+    source: str
+    fn: Callable[..., Any]
+    name: str
+
+
+def _leaves(x: Any) -> list[Any]:
+    return flatten(x)[0]
+
+
+def _sanitize(s: str) -> str:
+    s = re.sub(r"\W", "_", s)
+    if not s or s[0].isdigit():
+        s = "v_" + s
+    return s
+
+
+def _comment(s: str) -> str:
+    return "".join(ch if ch.isprintable() else "?" for ch in s)[:120]
+
+
+class _Emitter:
+    def __init__(self, g: Graph, guard_names: list[str]) -> None:
+        self.g = g
+        self.ns: dict[str, Any] = {"np": np, "_leaves": _leaves, "_GuardError": GuardError}
+        self.obj_names: dict[int, str] = {}
+        self.names: dict[int, str] = {}
+        self.used: set[str] = set(self.ns) | set(_BUILTINS.values()) | set(dir(builtins))
+        self.lines: list[str] = []
+        self.guard_names = guard_names
+
+    # ---- names ----------------------------------------------------------------------------
+
+    def fresh(self, base: str) -> str:
+        base = _sanitize(base)
+        if keyword.iskeyword(base):
+            base += "_"
+        name, k = base, 2
+        while name in self.used:
+            name, k = f"{base}_{k}", k + 1
+        self.used.add(name)
+        return name
+
+    def var(self, v: Var) -> str:
+        n = self.names.get(v.id)
+        if n is None:
+            base = v.hint or (f"s{v.id}" if v.type == OpaqueT("state") else f"t{v.id}")
+            n = self.names[v.id] = self.fresh(base)
+        return n
+
+    def obj(self, x: Any, base: str) -> str:
+        n = self.obj_names.get(id(x))
+        if n is None:
+            n = self.fresh(base)
+            self.obj_names[id(x)] = n
+            self.ns[n] = x
+        return n
+
+    def fn(self, f: Any, prim: str) -> str:
+        if f in _BUILTINS if _hashable(f) else False:
+            return _BUILTINS[f]
+        if prim.startswith("numpy."):
+            target: Any = np
+            try:
+                for part in prim.split(".")[1:]:
+                    target = getattr(target, part)
+                if target is f:
+                    return "np." + prim[len("numpy."):]
+            except AttributeError:
+                pass
+        return self.obj(f, getattr(f, "__name__", None) or prim.rsplit(".", 1)[-1])
+
+    # ---- expressions ----------------------------------------------------------------------
+
+    def lit(self, x: Any) -> str:
+        if x is None or type(x) in (bool, int, str, bytes):
+            return repr(x)
+        if type(x) is float:
+            return repr(x) if math.isfinite(x) else self.obj(x, "inf" if x == x else "nan")
+        if type(x) is complex:
+            return repr(x) if math.isfinite(x.real) and math.isfinite(x.imag) else self.obj(x, "c")
+        if x is Ellipsis:
+            return "..."
+        if type(x) is tuple:
+            inner = ", ".join(self.lit(e) for e in x)
+            return f"({inner},)" if len(x) == 1 else f"({inner})"
+        if type(x) is list:
+            return "[" + ", ".join(self.lit(e) for e in x) + "]"
+        if type(x) is slice:
+            return f"slice({self.lit(x.start)}, {self.lit(x.stop)}, {self.lit(x.step)})"
+        if isinstance(x, np.ndarray):
+            return self.obj(x, "c")
+        if isinstance(x, np.generic):
+            return self.obj(x, f"{_SHORT_DTYPE.get(x.dtype.name, x.dtype.name)}_{x.item()!r}")
+        if isinstance(x, np.dtype):
+            return self.obj(x, f"dtype_{x.name}")
+        if isinstance(x, type):
+            return self.obj(x, getattr(x, "__name__", "T"))
+        return self.obj(x, "k")
+
+    def arg(self, a: Any) -> str:
+        if isinstance(a, Var):
+            return self.var(a)
+        if isinstance(a, Const):
+            return self.lit(a.value)
+        if type(a) is tuple:
+            inner = ", ".join(self.arg(e) for e in a)
+            return f"({inner},)" if len(a) == 1 else f"({inner})"
+        if type(a) is list:
+            return "[" + ", ".join(self.arg(e) for e in a) + "]"
+        if type(a) is dict:
+            return "{" + ", ".join(f"{k!r}: {self.arg(e)}" if type(k) in (str, int) else
+                                   f"{self.lit(k)}: {self.arg(e)}" for k, e in a.items()) + "}"
+        return self.lit(a)
+
+    def index(self, a: Any) -> str:
+        """A subscript: slices as ``a:b``, tuples without parentheses."""
+        if isinstance(a, Const):
+            v = a.value
+            if type(v) is slice:
+                return self._slice(v)
+            if type(v) is tuple:
+                return ", ".join(self._slice(e) if type(e) is slice else self.lit(e) for e in v) + \
+                    ("," if len(v) == 1 else "") if v else "()"
+            return self.lit(v)
+        if type(a) is tuple:
+            parts = [self.index(e) for e in a]
+            return ", ".join(parts) + ("," if len(parts) == 1 else "") if parts else "()"
+        return self.arg(a)
+
+    def _slice(self, s: slice) -> str:
+        parts = ["" if s.start is None else self.lit(s.start), "" if s.stop is None else self.lit(s.stop)]
+        if s.step is not None:
+            parts.append(self.lit(s.step))
+        return ":".join(parts)
+
+    def call(self, op: Op, args: tuple[Any, ...] | None = None) -> str:
+        args = op.args if args is None else args
+        f = op.fn
+        kws = [(k, v) for k, v in op.kwargs if not k.startswith("_")]
+        if not kws:
+            if f in _INFIX and len(args) == 2:
+                return f"{self.arg(args[0])} {_INFIX[f]} {self.arg(args[1])}"
+            if f in _PREFIX and len(args) == 1:
+                return f"{_PREFIX[f]}{self.arg(args[0])}"
+            if f is operator.getitem and len(args) == 2:
+                return f"{self.arg(args[0])}[{self.index(args[1])}]"
+        parts = [self.arg(a) for a in args] + [f"{k}={self.arg(v)}" for k, v in kws]
+        if isinstance(f, _METHOD_TYPES) and args and isinstance(args[0], Var):
+            return f"{parts[0]}.{f.__name__}({', '.join(parts[1:])})"
+        return f"{self.fn(f, op.prim)}({', '.join(parts)})"
+
+    # ---- statements -----------------------------------------------------------------------
+
+    def op(self, op: Op) -> list[str]:
+        loc = f"  # {_comment(str(op.loc))}" if op.loc is not None else ""
+        if op.prim == "irad.ops.guard":
+            k = len(self.guard_names)
+            self.guard_names.append(f"{op.loc.long if op.loc else '?'}")
+            exp = op.kw("expected")
+            a = self.arg(op.args[0])
+            test = f"not {a}" if exp is True else (a if exp is False else f"{a} != {self.lit(exp)}")
+            return [f"if {test}: raise _GuardError({k})  # guard: the traced branch{loc[3:] and ' at' + loc[3:]}"]
+        if op.prim == "irad.ops.guard_shape":
+            k = len(self.guard_names)
+            self.guard_names.append(f"{op.loc.long if op.loc else '?'}")
+            return [f"if np.shape({self.arg(op.args[0])}) != {self.lit(op.kw('expected'))}: "
+                    f"raise _GuardError({k})  # guard: data-dependent shape"]
+        if op.prim == "rule_fwd":
+            rule = op.kw("_rule")
+            f = self.obj(op.fn, op.fn.__name__)
+            args = [self.arg(a) for a in op.args] + [f"{k}={self.arg(v)}" for k, v in op.kwargs if not k.startswith("_")]
+            ys, s = op.outs[:-1], op.outs[-1]
+            rhs = f"{f}({', '.join(args)})"
+            if len(ys) == 1:
+                return [f"{self.var(ys[0])}, {self.var(s)} = {rhs}  # {_comment(rule.name)}{loc[3:] and ' at' + loc[3:]}"]
+            tmp = self.fresh("y")
+            return [f"{tmp}, {self.var(s)} = {rhs}  # {_comment(rule.name)}",
+                    f"{', '.join(self.var(y) for y in ys)}, = _leaves({tmp})"]
+        if op.prim == "pullback":
+            rule = op.kw("_rule")
+            f = self.obj(op.fn, op.fn.__name__)
+            rhs = f"{f}({self.arg(op.args[0])}, {self.arg(op.args[1])})"
+            outs = [self.var(o) for o in op.outs]
+            note = f"  # {', '.join(outs)} from {self.arg(op.args[1])} through {_comment(rule.name)}"
+            if len(op.outs) == 1:
+                idx = "".join(f"[{k}]" for k in op.unpack[0])
+                return [f"{outs[0]} = {rhs}{idx}{note}"]
+            tmp = self.fresh("cots")
+            lines = [f"{tmp} = {rhs}{note}"]
+            for o, path in zip(outs, op.unpack):
+                lines.append(f"{o} = {tmp}{''.join(f'[{k}]' for k in path)}")
+            return lines
+        rhs = self.call(op)
+        if not op.outs:
+            return [rhs + loc]
+        if op.unpack:
+            return [f"{', '.join(self.var(o) for o in op.outs)}, = _leaves({rhs}){loc}"]
+        out = op.outs[0]
+        note = loc
+        if out.hint.endswith("_bar"):
+            note = {"operator.add": "  # accumulate", "irad.ops.sum_to": "  # undo broadcasting",
+                    "irad.ops.zeros_like": "  # no gradient flows here"}.get(op.prim, loc)
+        return [f"{self.var(out)} = {rhs}{note}"]
+
+
+def _hashable(x: Any) -> bool:
+    try:
+        hash(x)
+        return True
+    except TypeError:
+        return False
+
+
+def lower(g: Graph, name: str | None = None, *, docstring: str = "") -> Lowered:
+    """Compile ``g`` to a Python function ``name(*inputs) -> tuple(outputs)``."""
+    name = _sanitize(name or g.name)
+    guard_names: list[str] = []
+    e = _Emitter(g, guard_names)
+    e.used.add(name)
+    params = [e.var(v) for v in g.inputs]
+
+    last_use: dict[int, int] = {}
+    for i, op in enumerate(g.ops):
+        for v in op.inputs:
+            last_use[v.id] = i
+    keep = {o.id for o in g.outputs if isinstance(o, Var)} | {v.id for v in g.inputs}
+    dying: dict[int, list[Var]] = {}
+    for i, op in enumerate(g.ops):
+        for o in op.outs:
+            if o.id not in keep and o.id not in last_use and (isinstance(o.type, ArrayT) or o.type == OpaqueT("state")):
+                last_use[o.id] = i  # never used: free at once
+    for vid, i in last_use.items():
+        dying.setdefault(i, [])
+    defined = {o.id: o for op in g.ops for o in op.outs}
+    for vid, i in last_use.items():
+        v = defined.get(vid)
+        if v is not None and vid not in keep and (isinstance(v.type, ArrayT) and not v.type.scalar
+                                                  or v.type == OpaqueT("state")):
+            dying[i].append(v)
+
+    body: list[str] = []
+    if docstring:
+        body.append(f'"""{_comment(docstring)}"""')
+    for i, op in enumerate(g.ops):
+        body.extend(e.op(op))
+        dead = dying.get(i)
+        if dead:
+            body.append("del " + ", ".join(e.var(v) for v in dead))
+    outs = [e.arg(o) for o in g.outputs]
+    body.append("return " + (", ".join(outs) + ("," if len(outs) == 1 else "") if outs else "()"))
+    src = f"def {name}({', '.join(params)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
+    filename = f"<irad-generated {name} {id(g):x}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    code = compile(src, filename, "exec")
+    ns = dict(e.ns)
+    exec(code, ns)
+    fn = ns[name]
+    fn.__irad_guards__ = tuple(guard_names)
+    return Lowered(src, fn, name)

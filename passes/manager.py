@@ -1,0 +1,41 @@
+"""The pass manager: the default pipeline, in one visible place, run to a fixed point."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from irad.errors import PassError
+from irad.ir import Graph, verify
+
+from .cse import cse
+from .dce import dce
+
+Pass = Callable[[Graph], Graph]
+
+#: the default pipeline of irad.compile (passes=None)
+PIPELINE: tuple[Pass, ...] = (cse, dce)
+
+
+def run(g: Graph, pipeline: Sequence[Pass] | None = None, *, max_rounds: int = 10, check: bool = False) -> Graph:
+    """Apply ``pipeline`` (default: ``PIPELINE``) until the graph stops changing.
+
+    A failing pass is named together with the passes that ran before it.
+    """
+    pipeline = PIPELINE if pipeline is None else tuple(pipeline)
+    ran: list[str] = []
+    for _ in range(max_rounds):
+        before = g
+        for p in pipeline:
+            name = getattr(p, "__name__", repr(p))
+            try:
+                new = p(g)
+                if not isinstance(new, Graph):
+                    raise TypeError(f"returned {type(new).__name__}, not a Graph")
+                if check:
+                    verify(new)
+            except Exception as e:
+                raise PassError(f"pass {name!r} failed after {ran}: {type(e).__name__}: {e}") from e
+            ran.append(name)
+            g = new
+        if g is before:
+            break
+    return g

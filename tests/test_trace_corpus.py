@@ -1,0 +1,112 @@
+"""Every corpus function traces, verifies, and its graph re-evaluates equal to the function."""
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import numpy as np
+import pytest
+
+import irad
+from irad.pytree import flatten
+
+from functions import CASES, Case
+
+SEED = 1234
+
+
+def assert_same(actual: Any, expected: Any, what: str = "") -> None:
+    """Pytrees equal leafwise: same structure, same leaf types, values equal to tight tolerance."""
+    la, ta = flatten(actual)
+    le, te = flatten(expected)
+    assert ta == te, f"{what}: structure {ta} != {te}"
+    for i, (a, e) in enumerate(zip(la, le)):
+        assert type(a) is type(e), f"{what}: leaf {i} has type {type(a).__name__}, expected {type(e).__name__}"
+        if isinstance(e, (np.ndarray, np.generic, float, int, complex)):
+            np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=f"{what}: leaf {i}")
+            assert np.shape(a) == np.shape(e)
+            if isinstance(e, (np.ndarray, np.generic)):
+                assert a.dtype == e.dtype, f"{what}: leaf {i} dtype {a.dtype} != {e.dtype}"
+        else:
+            assert a == e, f"{what}: leaf {i}: {a!r} != {e!r}"
+
+
+def run(fn: Any, args: tuple[Any, ...], seed: int) -> tuple[Any, str]:
+    """Call with np.random seeded; return the result and what it printed."""
+    np.random.seed(seed)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        out = fn(*args)
+    return out, buf.getvalue()
+
+
+def copy_args(args: Any) -> Any:
+    leaves, tree = flatten(args)
+    from irad.pytree import unflatten
+    return unflatten(tree, [x.copy() if isinstance(x, np.ndarray) else x for x in leaves])
+
+
+def test_corpus_is_large_and_names_are_unique() -> None:
+    names = [c.name for c in CASES]
+    assert len(names) >= 100
+    assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_trace_and_reevaluate(case: Case) -> None:
+    rng = np.random.default_rng(SEED)
+    args = case.make_args(rng)
+    expected, printed = run(case.fn, copy_args(args), 0)
+
+    np.random.seed(0)
+    with contextlib.redirect_stdout(io.StringIO()) as traced_out:
+        g = irad.trace(case.fn, *copy_args(args))
+    if case.impure:
+        assert traced_out.getvalue() == printed, "the tracing call prints like f"
+    irad.verify(g)
+    text = str(g)
+    assert text.startswith(f"graph {g.name}(")
+    if not case.guards:
+        assert not g.guards, f"unexpected guards in\n{text}"
+
+    # on the tracing arguments
+    again, printed_again = run(g, copy_args(args), 0)
+    assert_same(again, expected, "g(*args) vs f(*args)")
+    assert printed_again == printed
+
+    # on fresh arguments of the same shapes and types
+    for k in range(2):
+        fresh = case.make_args(rng)
+        want, want_printed = run(case.fn, copy_args(fresh), 7 + k)
+        try:
+            got, got_printed = run(g, copy_args(fresh), 7 + k)
+        except irad.GuardError:
+            assert case.guards, f"GuardError from a case without guards:\n{text}"
+            g2 = irad.trace(case.fn, *copy_args(fresh))
+            irad.verify(g2)
+            got, got_printed = run(g2, copy_args(fresh), 7 + k)
+        assert_same(got, want, f"fresh args #{k}")
+        assert got_printed == want_printed
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.differentiable], ids=lambda c: c.name)
+def test_differentiable_cases_return_a_float_scalar(case: Case) -> None:
+    out = case.fn(*case.make_args(np.random.default_rng(0)))
+    assert isinstance(out, (float, np.floating)) or (isinstance(out, np.ndarray) and out.shape == () and
+                                                     out.dtype.kind == "f"), type(out)
+    args = case.make_args(np.random.default_rng(0))
+    for i in case.argnums:
+        leaves, _ = flatten(args[i])
+        assert leaves and all(isinstance(x, (float, np.floating)) or
+                              (isinstance(x, np.ndarray) and x.dtype.kind == "f") for x in leaves), case.name
+
+
+def test_inputs_are_not_mutated_by_tracing() -> None:
+    from functions import by_name
+    for name in ("augmented_assign", "setitem_int_slice", "out_keyword"):
+        c = by_name(name)
+        args = c.make_args(np.random.default_rng(0))
+        before = copy_args(args)
+        irad.trace(c.fn, *args)
+        assert_same(args, before, name)
