@@ -98,6 +98,29 @@ def _step_trace(ctx: Context) -> None:
     print(g)
 
 
+def _step_compile(ctx: Context) -> None:
+    import irad
+
+    prog = irad.compile(ctx["f"], *ctx["args"], argnums=0)
+    ctx["program"] = prog
+    print(prog.graph)
+
+
+def _step_source(ctx: Context) -> None:
+    print(ctx["program"].source)
+
+
+def _step_check(ctx: Context) -> None:
+    import irad.testing
+
+    irad.testing.check_grads(ctx["f"], *ctx["args"], argnums=0)
+    value, grads = ctx["program"](*ctx["args"])
+    print(f"loss = {float(value):.6f}")
+    for k, g in grads.items():
+        print(f"|d loss / d {k}| = {float((g ** 2).sum() ** 0.5):.6f}")
+    print("gradient check against central finite differences: passed")
+
+
 def demo_steps() -> list[Step]:
     """The steps of ``irad demo``, in order: ``(title, step(ctx))``.
 
@@ -106,6 +129,9 @@ def demo_steps() -> list[Step]:
     """
     return [
         ("trace: the typed SSA IR of one call, g = irad.trace(loss, params, x, y)", _step_trace),
+        ("reverse mode: the joint forward+backward graph, prog = irad.compile(loss, params, x, y)", _step_compile),
+        ("lowering: the generated gradient program, prog.source", _step_source),
+        ("check: irad.testing.check_grads(loss, params, x, y, argnums=0)", _step_check),
     ]
 
 

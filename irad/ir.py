@@ -86,15 +86,23 @@ class OpaqueT:
 
 Type = Union[ArrayT, ScalarT, OpaqueT]
 STATE = OpaqueT("state")
+FLOAT = ScalarT("float")
+
+
+_ARRAY_TYPES: dict[tuple[Any, ...], ArrayT] = {}
 
 
 def typeof(v: Any) -> Type:
     """The IR type of a concrete value."""
-    if isinstance(v, np.ndarray):
-        return ArrayT(v.dtype.name, v.shape)
-    if isinstance(v, np.generic):
-        return ArrayT(v.dtype.name, (), True)
     tv = type(v)
+    if tv is float:
+        return FLOAT
+    if isinstance(v, (np.ndarray, np.generic)):
+        key = (v.dtype, v.shape, tv is not np.ndarray)
+        t = _ARRAY_TYPES.get(key)
+        if t is None:
+            t = _ARRAY_TYPES[key] = ArrayT(v.dtype.name, v.shape, key[2] and isinstance(v, np.generic))
+        return t
     if tv is bool:
         return ScalarT("bool")
     if tv is int:
@@ -114,13 +122,19 @@ def is_differentiable(t: Type) -> bool:
 # ---- atoms, ops, graphs ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Var:
     """An SSA value.  ``hint`` is a readable name for printing and lowering (not part of equality)."""
 
     id: int
     type: Type
     hint: str = field(default="", compare=False)
+
+    def __init__(self, id: int, type: Type, hint: str = "") -> None:
+        # NOTE: the tracer makes one per recorded op; writing __dict__ directly is 3x faster
+        # than the frozen dataclass __init__ (which goes through object.__setattr__ per field)
+        d = self.__dict__
+        d["id"], d["type"], d["hint"] = id, type, hint
 
     def __str__(self) -> str:
         return f"%{self.id}"
@@ -185,7 +199,7 @@ class Loc:
         return f"{self.func} ({self.file}:{self.line})" if self.func else f"{self.file}:{self.line}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Op:
     """``outs = prim[kwargs](*args)``.  ``fn`` is the callable that evaluates it.
 
@@ -201,6 +215,13 @@ class Op:
     fn: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     loc: Loc | None = field(default=None, compare=False)
     unpack: Any = False
+
+    def __init__(self, prim: str, args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...] = (),
+                 outs: tuple[Var, ...] = (), fn: Callable[..., Any] | None = None, loc: Loc | None = None,
+                 unpack: Any = False) -> None:
+        d = self.__dict__  # NOTE: see Var.__init__
+        d["prim"], d["args"], d["kwargs"], d["outs"] = prim, args, kwargs, outs
+        d["fn"], d["loc"], d["unpack"] = fn, loc, unpack
 
     @property
     def out(self) -> Var:

@@ -173,22 +173,30 @@ class Tracer:
         f = self._user_frame()
         if f is None:
             return None
-        return Loc(f.f_code.co_filename, f.f_lineno or 0, f.f_code.co_qualname)
+        key = (id(f.f_code), f.f_lineno)
+        loc = _LOCS.get(key)
+        if loc is None:
+            loc = _LOCS[key] = Loc(f.f_code.co_filename, f.f_lineno or 0, f.f_code.co_qualname)
+        return loc
 
     def emit(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], outs: tuple[Var, ...],
              unpack: bool = False, prim: str | None = None) -> Op:
-        op = Op(prim or registry.qualname(fn), tuple(args), tuple(kwargs.items()), outs, fn, self.loc(), unpack)
+        op = Op(prim or registry.qualname(fn), tuple(args), tuple(kwargs.items()) if kwargs else (), outs, fn,
+                self.loc(), unpack)
         self.ops.append(op)
         return op
 
     def record(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], result: Any,
                *, rebind: bool = False, atoms: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> Any:
         """Record ``result = fn(*args, **kwargs)`` (already computed) and return what user code sees."""
-        a_args, a_kwargs = atoms if atoms is not None else (
-            tuple(self.atom(a) for a in args), {k: self.atom(v) for k, v in kwargs.items()})
+        if atoms is not None:
+            a_args, a_kwargs = atoms
+        else:
+            a_args = tuple([self.atom(a) for a in args])
+            a_kwargs = {k: self.atom(v) for k, v in kwargs.items()} if kwargs else {}
         if trackable(result):
-            if not rebind and (id(result) in self.vars or any(result is a for a in args)
-                               or any(result is v for v in kwargs.values())):
+            if not rebind and (id(result) in self.vars or _is_one_of(result, args)
+                               or (kwargs and _is_one_of(result, kwargs.values()))):
                 result = _fresh(result)
             v = self.new_var(result)
             self.emit(fn, a_args, a_kwargs, (v,))
@@ -353,7 +361,23 @@ class Tracer:
                 self.keep.append(tmp)
                 return self.rebind(a, np.ndarray.astype, ((tv, const(a.dtype)), {}))
             return self.rebind(a, fn, atoms)
-        return self.record(fn, (a, b), {}, fn(a, b))
+        # NOTE: the hot path of scalar code: record inline instead of through record()
+        r = fn(a, b)
+        if not trackable(r):
+            return self.record(fn, (a, b), {}, r)
+        if r is a or r is b or id(r) in vars_:
+            r = _fresh(r)
+        va, vb = vars_.get(id(a)), vars_.get(id(b))
+        v = Var(self.next_id, typeof(r))
+        self.next_id += 1
+        self.ops.append(Op(_OP_NAMES[op], (va if va is not None else self.atom(a), vb if vb is not None else
+                                           self.atom(b)), (), (v,), fn, self.loc(), False))
+        vars_[id(r)] = v
+        self.keep.append(r)
+        self.values[v.id] = r
+        if isinstance(r, np.ndarray) and r.base is not None:
+            self.views.setdefault(id(_root(r)), []).append(r)
+        return r
 
     def compare(self, a: Any, b: Any, op: int) -> Any:
         fn = hooks.COMPARES[op & 15]
@@ -608,6 +632,17 @@ class Tracer:
         leaves, out_tree = flatten(outputs)
         outs = tuple(self.atom(x) for x in leaves)
         return Graph(self.name, inputs, tuple(self.ops), outs, in_tree, out_tree, statics)
+
+
+_OP_NAMES = [registry.qualname(f) for f in hooks.OUT_OF_PLACE]
+_LOCS: dict[tuple[int, int], Loc] = {}  # keyed by instrumented code objects, which stay alive
+
+
+def _is_one_of(x: Any, items: Any) -> bool:
+    for a in items:
+        if a is x:
+            return True
+    return False
 
 
 def _is_mask_index(i: Any) -> bool:

@@ -81,8 +81,25 @@ def impl_key(fn: Any) -> Any:
     return fn
 
 
+_QN_CACHE: dict[Any, str] = {}
+
+
 def qualname(fn: Any) -> str:
     """An importable-looking qualified name for a callable, used to print ops and rules."""
+    try:
+        return _QN_CACHE[fn]
+    except (KeyError, TypeError):
+        pass
+    name = _qualname(fn)
+    try:
+        if len(_QN_CACHE) < 4096:
+            _QN_CACHE[fn] = name
+    except TypeError:
+        pass
+    return name
+
+
+def _qualname(fn: Any) -> str:
     if isinstance(fn, np.ufunc):
         return f"numpy.{fn.__name__}"
     if isinstance(fn, types.BuiltinMethodType) and fn.__self__ is not None and not isinstance(fn.__self__, types.ModuleType):

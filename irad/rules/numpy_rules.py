@@ -1,0 +1,593 @@
+"""Rules for numpy's elementwise functions and reductions, and numpy's non-differentiable list.
+
+Shape and indexing rules live in ``array_rules``, products and ``numpy.linalg`` in
+``linalg_rules``.  Conventions (docs/rules.md): cotangents are ``ybar * conj(dy/dx)``; they may
+keep the broadcast shape of the output (the transform sums them down); ties in ``max``/``min``
+reductions and in ``maximum``/``minimum`` split the cotangent evenly between the tied elements.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._common import Table, cj, count, expand_reduced, nones, norm_axes, options, unreduce
+from .python_rules import (add_pullback, identity_pullback, mul_pullback, neg_pullback,
+                           pow_pullback, sub_pullback, truediv_pullback)
+
+T = Table(__name__)
+
+# ---- elementwise -----------------------------------------------------------------------------
+
+
+def add_fwd(x: Any, y: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.add(x, y, **kw), None
+
+
+def subtract_fwd(x: Any, y: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.subtract(x, y, **kw), None
+
+
+def multiply_fwd(x: Any, y: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.multiply(x, y, **kw), (x, y)
+
+
+def divide_fwd(x: Any, y: Any, **kw: Any) -> tuple[Any, Any]:
+    out = np.divide(x, y, **kw)
+    return out, (y, out)
+
+
+def negative_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.negative(x, **kw), None
+
+
+def positive_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.positive(x, **kw), None
+
+
+def power_fwd(x: Any, y: Any, **kw: Any) -> tuple[Any, Any]:
+    out = np.power(x, y, **kw)
+    return out, (x, y, out)
+
+
+def float_power_fwd(x: Any, y: Any, **kw: Any) -> tuple[Any, Any]:
+    out = np.float_power(x, y, **kw)
+    return out, (x, y, out)
+
+
+def absolute_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.absolute(x, **kw), x
+
+
+def absolute_pullback(x: Any, g: Any) -> tuple[Any]:
+    """``g * sign(x)``; numpy's complex sign is ``x/|x|``, the right cotangent of ``|x|``."""
+    return (g * np.sign(x),)
+
+
+def real_fwd(x: Any) -> tuple[Any, Any]:
+    return np.real(x), None
+
+
+def imag_fwd(x: Any) -> tuple[Any, Any]:
+    return np.imag(x), np.iscomplexobj(x)
+
+
+def imag_pullback(cplx: bool, g: Any) -> tuple[Any]:
+    """imag(x) = Re(-1j * x), so x gets 1j * g (nothing when x is real)."""
+    return (1j * g if cplx else None,)
+
+
+def conj_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.conjugate(x, **kw), None
+
+
+def conj_pullback(s: Any, g: Any) -> tuple[Any]:
+    return (np.conj(g),)
+
+
+def angle_fwd(x: Any, deg: bool = False) -> tuple[Any, Any]:
+    return np.angle(x, deg), (x, deg)
+
+
+def angle_pullback(s: Any, g: Any) -> tuple[Any]:
+    """angle(z) = Im(log z): z gets 1j * z * g / |z|^2; real input is locally constant."""
+    x, deg = s
+    if not np.iscomplexobj(x):
+        return (None,)
+    scale = 180.0 / np.pi if deg else 1.0
+    return (1j * x * (g * scale) / (x * np.conj(x)).real,)
+
+
+def clip_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = np.clip(a, *args, **kw)
+    o = options(args, {k: v for k, v in kw.items() if k in ("a_min", "a_max", "min", "max")},
+                ("a_min", "a_max"), a_min=None, a_max=None)
+    lo = o["min"] if o.get("min") is not None else o["a_min"]
+    hi = o["max"] if o.get("max") is not None else o["a_max"]
+    return y, (a, lo, hi, 1 + len(args))
+
+
+def ndarray_clip_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = a.clip(*args, **kw)
+    o = options(args, kw, ("min", "max"), min=None, max=None)
+    return y, (a, o["min"], o["max"], 1 + len(args))
+
+
+def clip_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """clip = minimum(maximum(x, lo), hi); x keeps the cotangent on the boundary (lo <= x <= hi)."""
+    a, lo, hi, n = s
+    m = a if lo is None else np.maximum(a, lo)
+    over = np.zeros(np.shape(m), bool) if hi is None else m > hi
+    under = np.zeros(np.shape(a), bool) if lo is None else a < lo
+    ga = np.where(over | under, 0.0, g)
+    glo = None if lo is None else np.where(under & ~over, g, 0.0)
+    ghi = None if hi is None else np.where(over, g, 0.0)
+    return ((ga, glo, ghi) + nones(3))[:n]
+
+
+def where_fwd(*args: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.where(*args, **kw), (args[0], len(args))
+
+
+def where_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    cond, n = s
+    if n == 1:
+        return (None,)
+    zero = np.zeros((), dtype=np.result_type(g))
+    return None, np.where(cond, g, zero), np.where(cond, zero, g)
+
+
+def nan_to_num_fwd(x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.nan_to_num(x, *args, **kw), (x, 1 + len(args))
+
+
+def nan_to_num_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    x, n = s
+    return (np.where(np.isfinite(x), g, 0.0),) + nones(n - 1)
+
+
+T.rule(np.add, add_fwd, add_pullback)
+T.rule(np.subtract, subtract_fwd, sub_pullback)
+T.rule(np.multiply, multiply_fwd, mul_pullback)
+T.rule(np.divide, divide_fwd, truediv_pullback)
+T.rule(np.negative, negative_fwd, neg_pullback)
+T.rule(np.positive, positive_fwd, identity_pullback)
+T.rule(np.power, power_fwd, pow_pullback, "integer exponents get no cotangent")
+T.rule(np.float_power, float_power_fwd, pow_pullback)
+T.rule(np.absolute, absolute_fwd, absolute_pullback, "0 at 0; complex: x/|x|")
+T.rule(np.real, real_fwd, identity_pullback)
+T.rule(np.imag, imag_fwd, imag_pullback)
+T.rule(np.conjugate, conj_fwd, conj_pullback)
+T.rule(np.angle, angle_fwd, angle_pullback, "zero for real input")
+T.rule(np.clip, clip_fwd, clip_pullback, "x keeps the cotangent on the boundary")
+T.rule(np.ndarray.clip, ndarray_clip_fwd, clip_pullback, "x keeps the cotangent on the boundary")
+T.rule(np.where, where_fwd, where_pullback)
+T.rule(np.nan_to_num, nan_to_num_fwd, nan_to_num_pullback, "zero where x is not finite")
+
+_LN2, _LN10 = np.log(2.0), np.log(10.0)
+_D2R, _R2D = np.pi / 180.0, 180.0 / np.pi
+T.scalar(np.square, lambda x: 2 * x)
+T.scalar(np.sqrt, lambda x, y: 0.5 / y)
+T.scalar(np.cbrt, lambda x, y: 1.0 / (3.0 * y * y))
+T.scalar(np.reciprocal, lambda x, y: -y * y)
+T.scalar(np.exp, lambda x, y: y)
+T.scalar(np.exp2, lambda x, y: y * _LN2)
+T.scalar(np.expm1, lambda x, y: y + 1.0)
+T.scalar(np.log, lambda x: 1.0 / x)
+T.scalar(np.log2, lambda x: 1.0 / (x * _LN2))
+T.scalar(np.log10, lambda x: 1.0 / (x * _LN10))
+T.scalar(np.log1p, lambda x: 1.0 / (1.0 + x))
+T.scalar(np.logaddexp, lambda x, y, z: np.exp(x - z), lambda x, y, z: np.exp(y - z))
+T.scalar(np.logaddexp2, lambda x, y, z: np.exp2(x - z), lambda x, y, z: np.exp2(y - z))
+T.scalar(np.sin, lambda x: np.cos(x))
+T.scalar(np.cos, lambda x: -np.sin(x))
+T.scalar(np.tan, lambda x, y: 1.0 + y * y)
+T.scalar(np.arcsin, lambda x: 1.0 / np.sqrt(1.0 - x * x))
+T.scalar(np.arccos, lambda x: -1.0 / np.sqrt(1.0 - x * x))
+T.scalar(np.arctan, lambda x: 1.0 / (1.0 + x * x))
+T.scalar(np.arctan2, lambda y, x: x / (x * x + y * y), lambda y, x: -y / (x * x + y * y))
+T.scalar(np.hypot, lambda x, y, h: x / h, lambda x, y, h: y / h)
+T.scalar(np.sinh, lambda x: np.cosh(x))
+T.scalar(np.cosh, lambda x: np.sinh(x))
+T.scalar(np.tanh, lambda x, y: 1.0 - y * y)
+T.scalar(np.arcsinh, lambda x: 1.0 / np.sqrt(x * x + 1.0))
+T.scalar(np.arccosh, lambda x: 1.0 / np.sqrt(x * x - 1.0))
+T.scalar(np.arctanh, lambda x: 1.0 / (1.0 - x * x))
+T.scalar(np.deg2rad, lambda x: _D2R)
+T.scalar(np.radians, lambda x: _D2R)
+T.scalar(np.rad2deg, lambda x: _R2D)
+T.scalar(np.degrees, lambda x: _R2D)
+T.scalar(np.fabs, lambda x: np.sign(x), note="0 at 0")
+T.scalar(np.sinc, lambda x: np.where(x == 0, 0.0, (np.cos(np.pi * x) - np.sinc(x))
+                                     / np.where(x == 0, 1.0, x)))
+T.scalar(np.maximum, lambda x, y: (x > y) + 0.5 * (x == y), lambda x, y: (y > x) + 0.5 * (x == y),
+         note="ties split evenly")
+T.scalar(np.minimum, lambda x, y: (x < y) + 0.5 * (x == y), lambda x, y: (y < x) + 0.5 * (x == y),
+         note="ties split evenly")
+T.scalar(np.fmax, lambda x, y: np.where(np.isnan(y), 1.0, (x > y) + 0.5 * (x == y)),
+         lambda x, y: np.where(np.isnan(x), 1.0, (y > x) + 0.5 * (x == y)),
+         note="ties split evenly; NaN loses")
+T.scalar(np.fmin, lambda x, y: np.where(np.isnan(y), 1.0, (x < y) + 0.5 * (x == y)),
+         lambda x, y: np.where(np.isnan(x), 1.0, (y < x) + 0.5 * (x == y)),
+         note="ties split evenly; NaN loses")
+T.scalar(np.remainder, lambda x, y: 1.0, lambda x, y: -np.floor_divide(x, y))
+T.scalar(np.fmod, lambda x, y: 1.0, lambda x, y: -np.trunc(x / y))
+T.scalar(np.copysign, lambda x, y: np.sign(x) * np.copysign(1.0, y), None)
+T.scalar(np.ldexp, lambda x, i: np.ldexp(1.0, i), None)
+
+# ---- reductions ------------------------------------------------------------------------------
+
+_SUM = ("axis", "dtype", "out", "keepdims", "initial", "where")
+_MAX = ("axis", "out", "keepdims", "initial", "where")
+_MEAN = ("axis", "dtype", "out", "keepdims")
+_VAR = ("axis", "dtype", "out", "ddof", "keepdims")
+
+
+def _no_out(o: dict[str, Any]) -> None:
+    if o.get("out") is not None:
+        raise NotImplementedError("irad: out= is not supported inside a differentiated function")
+
+
+def _reduce_state(a: Any, args: tuple[Any, ...], kw: dict[str, Any], names: tuple[str, ...],
+                  axis: Any = None) -> dict[str, Any]:
+    o = options(args, kw, names, axis=axis, keepdims=False, where=True, ddof=0)
+    _no_out(o)
+    o["shape"] = np.shape(a)
+    o["n"] = 1 + len(args)
+    return o
+
+
+def sum_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.sum(a, *args, **kw), _reduce_state(a, args, kw, _SUM)
+
+
+def add_reduce_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.add.reduce(a, *args, **kw), _reduce_state(a, args, kw, _SUM, axis=0)
+
+
+def sum_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+    gx = unreduce(g, o["shape"], o["axis"], o["keepdims"])
+    if o["where"] is not True:
+        gx = np.where(o["where"], gx, 0.0)
+    return (gx,) + nones(o["n"] - 1)
+
+
+def nansum_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = _reduce_state(a, args, kw, _SUM)
+    o["where"] = ~np.isnan(a) & o["where"]
+    return np.nansum(a, *args, **kw), o
+
+
+def mean_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = _reduce_state(a, args, kw, _MEAN)
+    return np.mean(a, *args, **kw), o
+
+
+def nanmean_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = _reduce_state(a, args, kw, _MEAN)
+    o["where"] = ~np.isnan(a) & o["where"]
+    return np.nanmean(a, *args, **kw), o
+
+
+def mean_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+    shape, axis, w = o["shape"], o["axis"], o["where"]
+    gx = unreduce(g, shape, axis, o["keepdims"])
+    if w is True:
+        return (gx / count(shape, axis),) + nones(o["n"] - 1)
+    w = np.broadcast_to(w, shape)
+    k = np.sum(w, axis=norm_axes(axis, len(shape)), keepdims=True)
+    return (np.where(w, gx / np.maximum(k, 1), 0.0),) + nones(o["n"] - 1)
+
+
+def _var_state(a: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+    if kw.get("where", True) is not True or kw.get("mean") is not None:
+        raise NotImplementedError("irad: var/std with where= or mean= has no rule")
+    o = _reduce_state(a, args, kw, _VAR)
+    if o.get("correction") is not None:
+        o["ddof"] = o["correction"]
+    o["x"] = a
+    return o
+
+
+def var_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.var(a, *args, **kw), _var_state(a, args, kw)
+
+
+def std_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = np.std(a, *args, **kw)
+    o = _var_state(a, args, kw)
+    o["y"] = y
+    return y, o
+
+
+def _centered(o: dict[str, Any]) -> Any:
+    x, axis = o["x"], o["axis"]
+    return x - np.mean(x, axis=norm_axes(axis, np.ndim(x)), keepdims=True)
+
+
+def var_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+    """d var = 2 (x - mean) / (N - ddof)."""
+    gx = unreduce(g, o["shape"], o["axis"], o["keepdims"])
+    k = count(o["shape"], o["axis"]) - o["ddof"]
+    return (gx * _centered(o) * (2.0 / k),) + nones(o["n"] - 1)
+
+
+def std_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+    """d std = (x - mean) / ((N - ddof) std); 0 where std == 0 (a subgradient)."""
+    y = o["y"]
+    safe = np.where(y == 0, 1.0, y)
+    gx = unreduce(np.where(y == 0, 0.0, g / safe), o["shape"], o["axis"], o["keepdims"])
+    k = count(o["shape"], o["axis"]) - o["ddof"]
+    return (gx * _centered(o) / k,) + nones(o["n"] - 1)
+
+
+def _minmax_state(fn: Any, a: Any, args: tuple[Any, ...], kw: dict[str, Any],
+                  axis: Any = None) -> tuple[Any, Any]:
+    y = fn(a, *args, **kw)
+    o = _reduce_state(a, args, kw, _MAX, axis=axis)
+    o["x"], o["y"] = a, y
+    return y, o
+
+
+def max_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _minmax_state(np.max, a, args, kw)
+
+
+def min_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _minmax_state(np.min, a, args, kw)
+
+
+def amax_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _minmax_state(np.amax, a, args, kw)
+
+
+def amin_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _minmax_state(np.amin, a, args, kw)
+
+
+def nanmax_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _minmax_state(np.nanmax, a, args, kw)
+
+
+def nanmin_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _minmax_state(np.nanmin, a, args, kw)
+
+
+def maximum_reduce_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _minmax_state(np.maximum.reduce, a, args, kw, axis=0)
+
+
+def minimum_reduce_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _minmax_state(np.minimum.reduce, a, args, kw, axis=0)
+
+
+def _argext_share(x: Any, ykept: Any, axes: tuple[int, ...], where: Any) -> Any:
+    """1/k on each of the k elements equal to the reduced value (ties split evenly), else 0."""
+    hit = np.asarray(x == ykept)
+    if where is not True:
+        hit = hit & where
+    k = np.sum(hit, axis=axes, keepdims=True)
+    return hit / np.maximum(k, 1)
+
+
+def max_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+    """The cotangent goes to the extreme element; ties split it evenly."""
+    shape, axis, keep = o["shape"], o["axis"], o["keepdims"]
+    ykept = expand_reduced(o["y"], shape, axis, keep)
+    share = _argext_share(o["x"], ykept, norm_axes(axis, len(shape)), o["where"])
+    return (unreduce(g, shape, axis, keep) * share,) + nones(o["n"] - 1)
+
+
+def ptp_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = _reduce_state(a, args, kw, ("axis", "out", "keepdims"))
+    ax = norm_axes(o["axis"], np.ndim(a))
+    o["x"], o["axes"] = a, ax
+    o["hi"] = np.max(a, axis=ax, keepdims=True)
+    o["lo"] = np.min(a, axis=ax, keepdims=True)
+    return np.ptp(a, *args, **kw), o
+
+
+def ptp_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+    """max - min: +g to the maximum, -g to the minimum (ties split evenly)."""
+    x, ax = o["x"], o["axes"]
+    share = _argext_share(x, o["hi"], ax, True) - _argext_share(x, o["lo"], ax, True)
+    return (unreduce(g, o["shape"], ax, o["keepdims"]) * share,) + nones(o["n"] - 1)
+
+
+def _prod_others(x: Any, axes: tuple[int, ...]) -> Any:
+    """For each element, the product of the other elements of its reduction (exact with zeros)."""
+    x = np.asarray(x)
+    rest = [i for i in range(x.ndim) if i not in axes]
+    perm = rest + list(axes)
+    xt = np.transpose(x, perm)
+    lead = xt.shape[:len(rest)]
+    flat = xt.reshape(lead + (-1,))
+    one = np.ones(lead + (1,), dtype=flat.dtype)
+    left = np.cumprod(np.concatenate([one, flat[..., :-1]], axis=-1), axis=-1)
+    rflat = flat[..., ::-1]
+    right = np.cumprod(np.concatenate([one, rflat[..., :-1]], axis=-1), axis=-1)[..., ::-1]
+    return np.transpose((left * right).reshape(xt.shape), np.argsort(perm))
+
+
+def prod_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = _reduce_state(a, args, kw, _SUM)
+    o["x"] = a
+    return np.prod(a, *args, **kw), o
+
+
+def multiply_reduce_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = _reduce_state(a, args, kw, _SUM, axis=0)
+    o["x"] = a
+    return np.multiply.reduce(a, *args, **kw), o
+
+
+def prod_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+    """Each factor gets g times the product of the others (and of ``initial``)."""
+    x, shape, axis = o["x"], o["shape"], o["axis"]
+    w = o["where"]
+    xe = x if w is True else np.where(w, x, 1)
+    others = _prod_others(xe, norm_axes(axis, len(shape)))
+    if "initial" in o:
+        others = others * o["initial"]
+    gx = unreduce(g, shape, axis, o["keepdims"]) * cj(others)
+    if w is not True:
+        gx = np.where(w, gx, 0.0)
+    return (gx,) + nones(o["n"] - 1)
+
+
+T.rule(np.sum, sum_fwd, sum_pullback)
+T.rule(np.ndarray.sum, sum_fwd, sum_pullback)
+T.rule(np.add.reduce, add_reduce_fwd, sum_pullback)
+T.rule(np.nansum, nansum_fwd, sum_pullback, "zero at NaNs")
+T.rule(np.mean, mean_fwd, mean_pullback)
+T.rule(np.ndarray.mean, mean_fwd, mean_pullback)
+T.rule(np.nanmean, nanmean_fwd, mean_pullback, "zero at NaNs")
+T.rule(np.var, var_fwd, var_pullback, "ddof/correction")
+T.rule(np.ndarray.var, var_fwd, var_pullback, "ddof")
+T.rule(np.std, std_fwd, std_pullback, "ddof/correction; 0 where std == 0")
+T.rule(np.ndarray.std, std_fwd, std_pullback, "ddof; 0 where std == 0")
+_TIES = "ties split evenly"
+T.rule(np.max, max_fwd, max_pullback, _TIES)
+T.rule(np.min, min_fwd, max_pullback, _TIES)
+T.rule(np.amax, amax_fwd, max_pullback, _TIES)
+T.rule(np.amin, amin_fwd, max_pullback, _TIES)
+T.rule(np.ndarray.max, max_fwd, max_pullback, _TIES)
+T.rule(np.ndarray.min, min_fwd, max_pullback, _TIES)
+T.rule(np.nanmax, nanmax_fwd, max_pullback, _TIES + "; NaNs get zero")
+T.rule(np.nanmin, nanmin_fwd, max_pullback, _TIES + "; NaNs get zero")
+T.rule(np.maximum.reduce, maximum_reduce_fwd, max_pullback, _TIES)
+T.rule(np.minimum.reduce, minimum_reduce_fwd, max_pullback, _TIES)
+T.rule(np.ptp, ptp_fwd, ptp_pullback, _TIES)
+T.rule(np.prod, prod_fwd, prod_pullback, "exact with zeros")
+T.rule(np.ndarray.prod, prod_fwd, prod_pullback, "exact with zeros")
+T.rule(np.multiply.reduce, multiply_reduce_fwd, prod_pullback, "exact with zeros")
+
+# ---- cumulative ------------------------------------------------------------------------------
+
+
+def _revcumsum(v: Any, axis: int) -> Any:
+    return np.flip(np.cumsum(np.flip(v, axis), axis), axis)
+
+
+def _cum_state(a: Any, args: tuple[Any, ...], kw: dict[str, Any], axis: Any = None) -> dict[str, Any]:
+    o = options(args, kw, ("axis", "dtype", "out"), axis=axis)
+    _no_out(o)
+    o["shape"], o["n"] = np.shape(a), 1 + len(args)
+    return o
+
+
+def cumsum_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.cumsum(a, *args, **kw), _cum_state(a, args, kw)
+
+
+def add_accumulate_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.add.accumulate(a, *args, **kw), _cum_state(a, args, kw, axis=0)
+
+
+def cumsum_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+    """Reverse cumulative sum (over the flattened array when axis is None)."""
+    if o["axis"] is None:
+        gx = np.reshape(_revcumsum(np.ravel(g), 0), o["shape"])
+    else:
+        gx = _revcumsum(g, o["axis"])
+    return (gx,) + nones(o["n"] - 1)
+
+
+def cumprod_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = np.cumprod(a, *args, **kw)
+    o = _cum_state(a, args, kw)
+    o["x"], o["y"] = a, y
+    return y, o
+
+
+def multiply_accumulate_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = np.multiply.accumulate(a, *args, **kw)
+    o = _cum_state(a, args, kw, axis=0)
+    o["x"], o["y"] = a, y
+    return y, o
+
+
+def cumprod_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+    """revcumsum(g*y)/x where x != 0; the first zero of each row gets its exact value."""
+    x, y, axis = np.asarray(o["x"]), o["y"], o["axis"]
+    if axis is None:
+        x, g, axis = np.ravel(x), np.ravel(g), 0
+    nz = x != 0
+    main = _revcumsum(g * cj(y), axis) / cj(np.where(nz, x, 1))
+    first = ~nz & (np.cumsum(~nz, axis=axis) == 1)
+    y1 = np.cumprod(np.where(first, 1, x), axis=axis)
+    alt = _revcumsum(g * cj(y1), axis)
+    gx = np.where(nz, main, np.where(first, alt, 0.0))
+    return (np.reshape(gx, o["shape"]),) + nones(o["n"] - 1)
+
+
+T.rule(np.cumsum, cumsum_fwd, cumsum_pullback)
+T.rule(np.ndarray.cumsum, cumsum_fwd, cumsum_pullback)
+T.rule(np.add.accumulate, add_accumulate_fwd, cumsum_pullback)
+T.rule(np.cumprod, cumprod_fwd, cumprod_pullback, "exact with zeros")
+T.rule(np.ndarray.cumprod, cumprod_fwd, cumprod_pullback, "exact with zeros")
+T.rule(np.multiply.accumulate, multiply_accumulate_fwd, cumprod_pullback, "exact with zeros")
+
+# ---- sorting ---------------------------------------------------------------------------------
+
+
+def _sort_state(a: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+    o = options(args, kw, ("axis", "kind", "order"), axis=-1)
+    if o.get("order") is not None:
+        raise NotImplementedError("irad: sort(order=...) of structured arrays has no rule")
+    axis = o["axis"]
+    flat = np.ravel(a) if axis is None else a
+    perm = np.argsort(flat, axis=-1 if axis is None else axis, kind="stable")
+    return {"perm": perm, "axis": axis, "shape": np.shape(a), "n": 1 + len(args)}
+
+
+def sort_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.sort(a, *args, **kw), _sort_state(a, args, kw)
+
+
+def sort_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+    """Undo the sorting permutation (a stable argsort of the input: ties keep their order)."""
+    axis = -1 if o["axis"] is None else o["axis"]
+    inv = np.argsort(o["perm"], axis=axis)
+    gx = np.take_along_axis(g, inv, axis=axis)
+    return (np.reshape(gx, o["shape"]),) + nones(o["n"] - 1)
+
+
+def unique_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = np.unique(a, *args, **kw)
+    o = options(args, kw, ("return_index", "return_inverse", "return_counts", "axis"), axis=None)
+    if o["axis"] is not None or o.get("sorted", True) is not True:
+        raise NotImplementedError("irad: np.unique(axis=..., sorted=False) has no rule")
+    _, inv, cnt = np.unique(a, return_inverse=True, return_counts=True)
+    return y, (np.reshape(inv, np.shape(a)), cnt, isinstance(y, tuple), 1 + len(args))
+
+
+def unique_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """Each unique value's cotangent is shared evenly by the equal input elements."""
+    inv, cnt, multi, n = s
+    gv = g[0] if multi else g
+    return (np.asarray(gv)[inv] / cnt[inv],) + nones(n - 1)
+
+
+T.rule(np.sort, sort_fwd, sort_pullback, "stable: tied values keep their order")
+T.rule(np.unique, unique_fwd, unique_pullback, "shared evenly by equal elements")
+
+# ---- no gradient -----------------------------------------------------------------------------
+
+T.nograd(
+    np.floor, np.ceil, np.round, np.around, np.rint, np.fix, np.trunc, np.sign, np.signbit,
+    np.heaviside, np.spacing, np.nextafter, np.floor_divide,
+    np.all, np.any, np.argmax, np.argmin, np.argpartition, np.argsort, np.argwhere, np.nonzero,
+    np.flatnonzero, np.count_nonzero, np.searchsorted, np.digitize, np.isin,
+    np.ndim, np.shape, np.size, np.result_type, np.iscomplexobj, np.isrealobj, np.iscomplex,
+    np.isreal, np.isscalar, np.zeros_like, np.ones_like, np.empty_like,
+    np.isfinite, np.isinf, np.isnan, np.isneginf, np.isposinf, np.allclose, np.isclose,
+    np.array_equal, np.array_equiv,
+    np.greater, np.greater_equal, np.less, np.less_equal, np.equal, np.not_equal,
+    np.logical_and, np.logical_or, np.logical_not, np.logical_xor,
+    np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert, np.left_shift, np.right_shift,
+    np.gcd, np.lcm,
+    np.ndarray.argmax, np.ndarray.argmin, np.ndarray.argsort, np.ndarray.argpartition,
+    np.ndarray.nonzero, np.ndarray.all, np.ndarray.any, np.ndarray.round,
+    np.ndarray.searchsorted,
+)

@@ -1,0 +1,358 @@
+"""Rules for Python itself: ``operator`` functions, builtins and the ``math`` module.
+
+The tracer records ``a + b`` as ``operator.add(a, b)`` whatever the operand types (Python floats,
+numpy scalars, arrays), so these rules are written once for all of them: Python floats in give
+Python floats out, and broadcasting is left to the transform.  Complex values follow the
+convention of ``scalar_rule``: the cotangent of ``x`` is ``ybar * conj(dy/dx)``.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+from ._common import Table, cj, is_float
+
+T = Table(__name__)
+
+
+# ---- arithmetic (shared with the numpy ufuncs in numpy_rules) --------------------------------
+
+
+def add_fwd(x: Any, y: Any) -> tuple[Any, Any]:
+    return x + y, None
+
+
+def add_pullback(s: Any, g: Any) -> tuple[Any, Any]:
+    return g, g
+
+
+def sub_fwd(x: Any, y: Any) -> tuple[Any, Any]:
+    return x - y, None
+
+
+def sub_pullback(s: Any, g: Any) -> tuple[Any, Any]:
+    return g, -g
+
+
+def mul_fwd(x: Any, y: Any) -> tuple[Any, Any]:
+    return x * y, (x, y)
+
+
+def mul_pullback(s: Any, g: Any) -> tuple[Any, Any]:
+    x, y = s
+    return g * cj(y), g * cj(x)
+
+
+def truediv_fwd(x: Any, y: Any) -> tuple[Any, Any]:
+    out = x / y
+    return out, (y, out)
+
+
+def truediv_pullback(s: Any, g: Any) -> tuple[Any, Any]:
+    y, out = s
+    gx = g / cj(y)
+    return gx, -gx * cj(out)
+
+
+def neg_fwd(x: Any) -> tuple[Any, Any]:
+    return -x, None
+
+
+def neg_pullback(s: Any, g: Any) -> tuple[Any]:
+    return (-g,)
+
+
+def pos_fwd(x: Any) -> tuple[Any, Any]:
+    return +x, None
+
+
+def identity_pullback(s: Any, g: Any) -> tuple[Any]:
+    return (g,)
+
+
+def mod_fwd(x: Any, y: Any) -> tuple[Any, Any]:
+    return x % y, (x, y)
+
+
+def mod_pullback(s: Any, g: Any) -> tuple[Any, Any]:
+    x, y = s  # x % y == x - y * (x // y), and x // y is locally constant
+    return g, -g * (x // y)
+
+
+def _is_int(y: Any) -> bool:
+    """Integer (or bool) exponents are constants: they never get a cotangent."""
+    if isinstance(y, (bool, int, np.integer, np.bool_)):
+        return True
+    dt = getattr(y, "dtype", None)
+    return dt is not None and dt.kind in "biu"
+
+
+def pow_fwd(x: Any, y: Any) -> tuple[Any, Any]:
+    out = x ** y
+    return out, (x, y, out)
+
+
+def pow_pullback(s: Any, g: Any) -> tuple[Any, Any]:
+    """d(x**y): ``y * x**(y-1)`` (0 where y == 0) and ``x**y * log(x)`` (0 where x == 0)."""
+    x, y, out = s
+    if isinstance(y, (int, np.integer)) and not isinstance(y, (bool, np.bool_)):
+        gx = g * cj(y * x ** (y - 1)) if y != 0 else g * 0.0
+        return gx, None
+    gx = g * cj(y * x ** np.where(y == 0, 1.0, y - 1.0))
+    if _is_int(y):
+        return gx, None
+    return gx, g * cj(out * np.log(np.where(x == 0, 1.0, x)))
+
+
+T.rule(operator.add, add_fwd, add_pullback)
+T.rule(operator.sub, sub_fwd, sub_pullback)
+T.rule(operator.mul, mul_fwd, mul_pullback)
+T.rule(operator.truediv, truediv_fwd, truediv_pullback)
+T.rule(operator.neg, neg_fwd, neg_pullback)
+T.rule(operator.pos, pos_fwd, identity_pullback)
+T.rule(operator.mod, mod_fwd, mod_pullback, "gradient of x - y*floor(x/y)")
+T.rule(operator.pow, pow_fwd, pow_pullback, "integer exponents get no cotangent")
+T.nograd(operator.floordiv, operator.lt, operator.le, operator.eq, operator.ne, operator.gt,
+         operator.ge, operator.and_, operator.or_, operator.xor, operator.invert, operator.inv,
+         operator.lshift, operator.rshift, operator.not_, operator.truth, operator.index,
+         operator.is_, operator.is_not, operator.contains)
+
+
+# ---- builtins --------------------------------------------------------------------------------
+
+
+def abs_fwd(x: Any) -> tuple[Any, Any]:
+    return abs(x), x
+
+
+def abs_pullback(x: Any, g: Any) -> tuple[Any]:
+    """``g * sign(x)`` (``x/|x|`` for complex), 0 at 0."""
+    if isinstance(x, float):
+        return (g * ((x > 0) - (x < 0)),)
+    return (g * np.sign(x),)
+
+
+def float_fwd(x: Any) -> tuple[Any, Any]:
+    return float(x), None
+
+
+def complex_fwd(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    if kwargs:
+        raise NotImplementedError("irad: complex(real=..., imag=...) with keywords has no rule")
+    return complex(*args), len(args)
+
+
+def complex_pullback(n: int, g: Any) -> tuple[Any, ...]:
+    """complex(re, im) = re + 1j*im: re gets Re(g), im gets Im(g)."""
+    if n == 1:
+        return (g,)
+    return g.real, g.imag
+
+
+def _chosen(args: tuple[Any, ...], y: Any) -> int:
+    """Which argument ``max``/``min`` returned (by identity, so ties go to the first)."""
+    for i, a in enumerate(args):
+        if a is y:
+            return i
+    return -1  # ``default=`` was returned
+
+
+def _minmax_fwd(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    y = fn(*args, **kwargs)
+    if len(args) != 1:
+        return y, ("args", len(args), _chosen(args, y), None)
+    (seq,) = args
+    if isinstance(seq, np.ndarray):
+        if seq.ndim != 1:
+            raise NotImplementedError("irad: builtins.max/min over an array needs a 1-d array")
+        i = int(np.argmax(seq) if fn is builtins.max else np.argmin(seq))
+        return y, ("array", seq.shape[0], i, None)
+    items = list(seq)
+    return y, ("seq", len(items), _chosen(tuple(items), y), type(seq))
+
+
+def max_fwd(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    return _minmax_fwd(builtins.max, args, kwargs)
+
+
+def min_fwd(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    return _minmax_fwd(builtins.min, args, kwargs)
+
+
+def minmax_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """The whole cotangent goes to the element returned (the first of tied ones)."""
+    kind, n, i, seqtype = s
+    if kind == "args":
+        return tuple(g if k == i else None for k in range(n))
+    if kind == "array":
+        return (np.where(np.arange(n) == i, g, 0.0),)
+    cot = [g if k == i else None for k in range(n)]
+    return (tuple(cot) if seqtype is tuple else cot,)
+
+
+def pow3_fwd(*args: Any) -> tuple[Any, Any]:
+    if len(args) != 2:
+        raise NotImplementedError("irad: pow(x, y, mod) is integer-only")
+    return pow_fwd(*args)
+
+
+T.rule(builtins.abs, abs_fwd, abs_pullback, "0 at 0")
+T.rule(operator.abs, abs_fwd, abs_pullback, "0 at 0")
+T.rule(builtins.float, float_fwd, identity_pullback)
+T.rule(builtins.complex, complex_fwd, complex_pullback)
+T.rule(builtins.max, max_fwd, minmax_pullback, "all to the returned argument (ties: the first)")
+T.rule(builtins.min, min_fwd, minmax_pullback, "all to the returned argument (ties: the first)")
+T.rule(builtins.pow, pow3_fwd, pow_pullback)
+T.nograd(builtins.round, builtins.int, builtins.bool, builtins.len)
+
+
+# ---- math ------------------------------------------------------------------------------------
+
+
+def digamma(x: float) -> float:
+    """psi(x) = d/dx lgamma(x) for Python floats (math has none): recurrence + asymptotic series."""
+    x = float(x)
+    if x <= 0.0 and x == math.floor(x):
+        return math.nan
+    r = 0.0
+    if x < 0.5:  # reflection: psi(1-x) - psi(x) = pi / tan(pi x)
+        r = -math.pi / math.tan(math.pi * x)
+        x = 1.0 - x
+    while x < 6.0:
+        r -= 1.0 / x
+        x += 1.0
+    f = 1.0 / (x * x)
+    series = f * (1 / 12 - f * (1 / 120 - f * (1 / 252 - f * (1 / 240 - f * (1 / 132)))))
+    return r + math.log(x) - 0.5 / x - series
+
+
+def trigamma(x: float) -> float:
+    """psi'(x) for Python floats, so that ``digamma`` (a primitive) has a rule too."""
+    x = float(x)
+    if x <= 0.0 and x == math.floor(x):
+        return math.nan
+    r = 0.0
+    if x < 0.5:  # psi'(1-x) + psi'(x) = pi^2 / sin^2(pi x)
+        return (math.pi / math.sin(math.pi * x)) ** 2 - trigamma(1.0 - x)
+    while x < 6.0:
+        r += 1.0 / (x * x)
+        x += 1.0
+    f = 1.0 / (x * x)
+    series = 1 / x + f / 2 + f / x * (1 / 6 - f * (1 / 30 - f * (1 / 42 - f * (1 / 30))))
+    return r + series
+
+
+def log_fwd(*args: Any) -> tuple[Any, Any]:
+    return math.log(*args), args
+
+
+def log_pullback(args: tuple[Any, ...], g: Any) -> tuple[Any, ...]:
+    """log(x) and log(x, base) = ln x / ln base."""
+    if len(args) == 1:
+        return (g / args[0],)
+    x, b = args
+    lb = math.log(b)
+    return g / (x * lb), -g * math.log(x) / (b * lb * lb)
+
+
+def mpow_fwd(x: Any, y: Any) -> tuple[Any, Any]:
+    out = math.pow(x, y)
+    return out, (x, y, out)
+
+
+def mpow_pullback(s: Any, g: Any) -> tuple[Any, Any]:
+    x, y, out = s
+    gx = g * y * math.pow(x, y - 1.0) if y != 0 else 0.0 * g
+    gy = g * out * math.log(x) if x > 0 else 0.0 * g
+    return gx, gy
+
+
+def hypot_fwd(*args: Any) -> tuple[Any, Any]:
+    out = math.hypot(*args)
+    return out, (args, out)
+
+
+def hypot_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    args, out = s
+    return tuple(g * a / out for a in args)
+
+
+def fsum_fwd(seq: Any) -> tuple[Any, Any]:
+    items = list(seq)
+    return math.fsum(items), (len(items), type(seq))
+
+
+def fsum_pullback(s: Any, g: Any) -> tuple[Any]:
+    n, seqtype = s
+    cot = [g] * n
+    return (tuple(cot) if seqtype is tuple else cot,)
+
+
+def prod_fwd(seq: Any, **kwargs: Any) -> tuple[Any, Any]:
+    items = list(seq)
+    return math.prod(items, **kwargs), (items, kwargs.get("start", 1), type(seq))
+
+
+def prod_pullback(s: Any, g: Any) -> tuple[Any]:
+    """Each factor gets g times the product of the others (exact with zeros)."""
+    items, start, seqtype = s
+    n = len(items)
+    left = [start] * (n + 1)
+    for k in range(n):
+        left[k + 1] = left[k] * items[k]
+    right = [1] * (n + 1)
+    for k in range(n - 1, -1, -1):
+        right[k] = right[k + 1] * items[k]
+    cot = [g * left[k] * right[k + 1] if is_float(items[k]) else None for k in range(n)]
+    return (tuple(cot) if seqtype is tuple else cot,)
+
+
+def _sgn(x: float) -> float:
+    return float((x > 0) - (x < 0))
+
+
+_SQRTPI_2 = 2.0 / math.sqrt(math.pi)
+T.scalar(math.sin, lambda x: math.cos(x))
+T.scalar(math.cos, lambda x: -math.sin(x))
+T.scalar(math.tan, lambda x, y: 1.0 + y * y)
+T.scalar(math.asin, lambda x: 1.0 / math.sqrt(1.0 - x * x))
+T.scalar(math.acos, lambda x: -1.0 / math.sqrt(1.0 - x * x))
+T.scalar(math.atan, lambda x: 1.0 / (1.0 + x * x))
+T.scalar(math.atan2, lambda y, x: x / (x * x + y * y), lambda y, x: -y / (x * x + y * y))
+T.scalar(math.sinh, lambda x: math.cosh(x))
+T.scalar(math.cosh, lambda x: math.sinh(x))
+T.scalar(math.tanh, lambda x, y: 1.0 - y * y)
+T.scalar(math.asinh, lambda x: 1.0 / math.sqrt(x * x + 1.0))
+T.scalar(math.acosh, lambda x: 1.0 / math.sqrt(x * x - 1.0))
+T.scalar(math.atanh, lambda x: 1.0 / (1.0 - x * x))
+T.scalar(math.exp, lambda x, y: y)
+T.scalar(getattr(math, "exp2", None), lambda x, y: y * math.log(2.0))
+T.scalar(math.expm1, lambda x, y: y + 1.0)
+T.rule(math.log, log_fwd, log_pullback, "one or two arguments")
+T.scalar(math.log1p, lambda x: 1.0 / (1.0 + x))
+T.scalar(math.log2, lambda x: 1.0 / (x * math.log(2.0)))
+T.scalar(math.log10, lambda x: 1.0 / (x * math.log(10.0)))
+T.scalar(math.sqrt, lambda x, y: 0.5 / y)
+T.scalar(getattr(math, "cbrt", None), lambda x, y: 1.0 / (3.0 * y * y))
+T.rule(math.pow, mpow_fwd, mpow_pullback)
+T.rule(math.hypot, hypot_fwd, hypot_pullback, "any number of arguments")
+T.scalar(math.fabs, lambda x: _sgn(x), note="0 at 0")
+T.scalar(math.erf, lambda x: _SQRTPI_2 * math.exp(-x * x))
+T.scalar(math.erfc, lambda x: -_SQRTPI_2 * math.exp(-x * x))
+T.scalar(math.lgamma, lambda x: digamma(x))
+T.scalar(math.gamma, lambda x, y: y * digamma(x))
+T.scalar(digamma, lambda x: trigamma(x))
+T.scalar(math.copysign, lambda x, y: _sgn(x) * math.copysign(1.0, y), None)
+T.scalar(math.degrees, lambda x: 180.0 / math.pi)
+T.scalar(math.radians, lambda x: math.pi / 180.0)
+T.scalar(math.fmod, lambda x, y: 1.0, lambda x, y: -float(math.trunc(x / y)))
+T.scalar(math.remainder, lambda x, y: 1.0, lambda x, y, r: -(x - r) / y)
+T.scalar(math.ldexp, lambda x, i: math.ldexp(1.0, i), None)
+T.rule(math.fsum, fsum_fwd, fsum_pullback, "list cotangent")
+T.rule(math.prod, prod_fwd, prod_pullback, "list cotangent, exact with zeros")
+T.nograd(math.floor, math.ceil, math.trunc, math.isnan, math.isinf, math.isfinite, math.isclose,
+         math.factorial, math.comb, math.perm, math.gcd, math.lcm, math.isqrt)
