@@ -195,6 +195,8 @@ class _Emitter:
 
     def op(self, op: Op) -> list[str]:
         loc = f"  # {_comment(str(op.loc))}" if op.loc is not None else ""
+        if op.loc is not None and op.loc.func.startswith("pullback of"):
+            loc = f"  # {_comment(op.loc.func)} ({_comment(str(op.loc))})"
         if op.prim == "irad.ops.guard":
             k = len(self.guard_names)
             self.guard_names.append(f"{op.loc.long if op.loc else '?'}")
@@ -288,7 +290,9 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "") -> Lowered:
         dead = dying.get(i)
         if dead:
             body.append("del " + ", ".join(e.var(v) for v in dead))
-    outs = [e.arg(o) for o in g.outputs]
+    # NOTE: a constant array returned to the caller is copied: the caller may mutate it
+    outs = [e.arg(o) + (".copy()" if isinstance(o, Const) and isinstance(o.value, np.ndarray) else "")
+            for o in g.outputs]
     body.append("return " + (", ".join(outs) + ("," if len(outs) == 1 else "") if outs else "()"))
     src = f"def {name}({', '.join(params)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
     filename = f"<irad-generated {name} {id(g):x}>"

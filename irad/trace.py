@@ -570,6 +570,8 @@ class Tracer:
 
     def call_prim(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call into code irad does not trace through: record it if traced values flow in."""
+        if f in _STATIC_FUNCS if _hashable(f) else False:
+            return f(*args, **kwargs)  # depends on shapes and dtypes only
         owner = getattr(f, "__self__", None)
         tracked = self.deep_tracked(args) or self.deep_tracked(kwargs) or id(owner) in self.vars
         impure = is_impure(f)
@@ -635,6 +637,18 @@ class Tracer:
 
 
 _OP_NAMES = [registry.qualname(f) for f in hooks.OUT_OF_PLACE]
+#: functions of shapes and dtypes only: never recorded, never guarded (shapes are static)
+_STATIC_FUNCS = {np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealobj, np.result_type, np.can_cast,
+                 np.isscalar, np.iterable, np.min_scalar_type, np.promote_types, builtins.len, builtins.isinstance,
+                 builtins.type, builtins.id, builtins.callable, builtins.hasattr, builtins.issubclass}
+
+
+def _hashable(x: Any) -> bool:
+    try:
+        hash(x)
+        return True
+    except TypeError:
+        return False
 _LOCS: dict[tuple[int, int], Loc] = {}  # keyed by instrumented code objects, which stay alive
 
 

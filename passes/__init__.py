@@ -6,6 +6,8 @@ applies a pipeline until nothing changes.
 from .analysis import to_nx
 from .cse import cse
 from .dce import dce
+from .fold import fold_constants
+from .inline import inline_pullbacks
 from .manager import PIPELINE, run
 
-__all__ = ["PIPELINE", "cse", "dce", "run", "to_nx"]
+__all__ = ["PIPELINE", "cse", "dce", "fold_constants", "inline_pullbacks", "run", "to_nx"]

@@ -8,11 +8,13 @@ from irad.ir import Graph, verify
 
 from .cse import cse
 from .dce import dce
+from .fold import fold_constants
+from .inline import inline_pullbacks
 
 Pass = Callable[[Graph], Graph]
 
 #: the default pipeline of irad.compile (passes=None)
-PIPELINE: tuple[Pass, ...] = (cse, dce)
+PIPELINE: tuple[Pass, ...] = (inline_pullbacks, fold_constants, cse, dce)
 
 
 def run(g: Graph, pipeline: Sequence[Pass] | None = None, *, max_rounds: int = 10, check: bool = False) -> Graph:

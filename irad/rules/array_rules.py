@@ -1,0 +1,583 @@
+"""Rules for indexing, shape manipulation, array construction and irad's functional updates.
+
+Most of these ops are linear gathers: every output element is a copy of one input element (or a
+fill value).  The cheap ones have direct adjoints (reshape back, transpose back, flip again);
+the rest share one exact construction: apply the op to the 1-based positions of the input
+(``labels``) and scatter-add the cotangent to the labels it produced (``scatter_labels``), so
+repeated elements accumulate and filled ones (label 0) are dropped.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from .. import ops
+from ._common import Table, is_float, labels, nones, options, scatter_labels, struct_cot
+
+T = Table(__name__)
+
+# ---- indexing --------------------------------------------------------------------------------
+
+
+def _is_basic(index: Any) -> bool:
+    """Whether ``index`` selects without integer/boolean arrays (no repeats possible)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(p is None or p is Ellipsis or isinstance(p, slice)
+               or (isinstance(p, (int, np.integer)) and not isinstance(p, (bool, np.bool_)))
+               for p in parts)
+
+
+def getitem_fwd(a: Any, index: Any) -> tuple[Any, Any]:
+    return a[index], (np.shape(a), np.result_type(a), index)
+
+
+def getitem_pullback(s: Any, g: Any) -> tuple[Any, None]:
+    """Scatter-add ``g`` into zeros: repeated integer indices accumulate."""
+    shape, dtype, index = s
+    if dtype.kind not in "fc":
+        return None, None
+    zero = np.zeros(shape, dtype=np.result_type(dtype, g))
+    if _is_basic(index):
+        return ops.setitem(zero, index, g), None
+    return ops.add_at(zero, index, g), None
+
+
+def setitem_fwd(a: Any, index: Any, v: Any) -> tuple[Any, Any]:
+    y = ops.setitem(a, index, v)
+    if _is_basic(index):
+        return y, (index, None)
+    sub = np.zeros(np.shape(a), dtype=bool)[index].shape
+    lab = ops.setitem(np.zeros(np.shape(a), dtype=np.intp), index, labels(sub))
+    return y, (index, (lab, sub))
+
+
+def setitem_pullback(s: Any, g: Any) -> tuple[Any, None, Any]:
+    """``a`` gets g outside ``a[index]``; ``v`` gets what landed where it was written (the last
+    write of a repeated index wins, as in numpy)."""
+    index, lab = s
+    ga = ops.setitem(g, index, 0)
+    if lab is None:
+        return ga, None, g[index]
+    lab, sub = lab
+    return ga, None, scatter_labels(lab, g, sub)
+
+
+def add_at_fwd(a: Any, index: Any, v: Any) -> tuple[Any, Any]:
+    return ops.add_at(a, index, v), index
+
+
+def add_at_pullback(index: Any, g: Any) -> tuple[Any, None, Any]:
+    return g, None, g[index]
+
+
+def fill_fwd(a: Any, v: Any) -> tuple[Any, Any]:
+    return ops.fill(a, v), None
+
+
+def fill_pullback(s: Any, g: Any) -> tuple[None, Any]:
+    return None, np.sum(g)
+
+
+def copyto_fwd(dst: Any, src: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("casting", "where"), where=True)
+    if args or kw:
+        out = np.array(dst, copy=True)
+        np.copyto(out, src, *args, **kw)
+    else:
+        out = ops.copyto(dst, src)
+    return out, (o["where"], 2 + len(args))
+
+
+def copyto_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    where, n = s
+    if where is True:
+        return (None, g) + nones(n - 2)
+    return (np.where(where, 0.0, g), np.where(where, g, 0.0)) + nones(n - 2)
+
+
+def fill_diagonal_fwd(a: Any, v: Any, wrap: bool = False) -> tuple[Any, Any]:
+    lab = ops.fill_diagonal(np.zeros(np.shape(a), np.intp), labels(np.shape(v)), wrap)
+    return ops.fill_diagonal(a, v, wrap), (wrap, lab, np.shape(v))
+
+
+def fill_diagonal_pullback(s: Any, g: Any) -> tuple[Any, Any]:
+    wrap, lab, vshape = s
+    return ops.fill_diagonal(g, 0, wrap), scatter_labels(lab, g, vshape)
+
+
+def sum_to_fwd(g: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
+    return ops.sum_to(g, shape), np.shape(g)
+
+
+def sum_to_pullback(gshape: tuple[int, ...], h: Any) -> tuple[Any, None]:
+    return np.broadcast_to(h, gshape), None
+
+
+def sort_inplace_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    from .numpy_rules import _sort_state
+    return ops.sort_inplace(a, *args, **kw), _sort_state(a, args, kw)
+
+
+T.rule(operator.getitem, getitem_fwd, getitem_pullback, "integer-array indices accumulate")
+T.rule(ops.setitem, setitem_fwd, setitem_pullback, "repeated indices: the written element")
+T.rule(ops.add_at, add_at_fwd, add_at_pullback)
+T.rule(ops.fill, fill_fwd, fill_pullback)
+T.rule(ops.copyto, copyto_fwd, copyto_pullback)
+T.rule(ops.fill_diagonal, fill_diagonal_fwd, fill_diagonal_pullback)
+T.rule(ops.sum_to, sum_to_fwd, sum_to_pullback)
+T.nograd(ops.guard, ops.guard_shape, ops.zeros_like)
+
+# ---- reshaping -------------------------------------------------------------------------------
+
+
+def _order(a: Any, order: str | None) -> str:
+    """The memory order a reshape really used ('A' and 'K' depend on the input's layout)."""
+    if order in (None, "C"):
+        return "C"
+    if order == "F":
+        return "F"
+    flags = getattr(a, "flags", None)
+    if flags is None or flags.c_contiguous:
+        return "C"
+    if flags.f_contiguous:
+        return "F"
+    if order == "A":
+        return "C"
+    raise NotImplementedError("irad: order='K' on a non-contiguous array has no rule")
+
+
+def reshape_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    order = args[1] if len(args) > 1 else kw.get("order", "C")
+    return np.reshape(a, *args, **kw), (np.shape(a), _order(a, order), 1 + len(args))
+
+
+def ndarray_reshape_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return a.reshape(*args, **kw), (np.shape(a), _order(a, kw.get("order")), 1 + len(args))
+
+
+def ravel_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    order = args[0] if args else kw.get("order", "C")
+    return np.ravel(a, *args, **kw), (np.shape(a), _order(a, order), 1 + len(args))
+
+
+def ndarray_ravel_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    order = args[0] if args else kw.get("order", "C")
+    return a.ravel(*args, **kw), (np.shape(a), _order(a, order), 1 + len(args))
+
+
+def flatten_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    order = args[0] if args else kw.get("order", "C")
+    return a.flatten(*args, **kw), (np.shape(a), _order(a, order), 1 + len(args))
+
+
+def reshape_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    shape, order, n = s
+    return (np.reshape(g, shape, order=order),) + nones(n - 1)
+
+
+def _plain_fwd(fn: Any, a: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, Any]:
+    return fn(a, *args, **kw), (np.shape(a), 1 + len(args))
+
+
+def plain_reshape_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """Shape-only ops (expand_dims, squeeze, atleast_nd): reshape the cotangent back."""
+    shape, n = s
+    return (np.reshape(g, shape),) + nones(n - 1)
+
+
+def expand_dims_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _plain_fwd(np.expand_dims, a, args, kw)
+
+
+def squeeze_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _plain_fwd(np.squeeze, a, args, kw)
+
+
+def ndarray_squeeze_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return a.squeeze(*args, **kw), (np.shape(a), 1 + len(args))
+
+
+def _atleast_fwd(fn: Any, arys: tuple[Any, ...]) -> tuple[Any, Any]:
+    return fn(*arys), tuple(np.shape(a) for a in arys)
+
+
+def atleast_1d_fwd(*arys: Any) -> tuple[Any, Any]:
+    return _atleast_fwd(np.atleast_1d, arys)
+
+
+def atleast_2d_fwd(*arys: Any) -> tuple[Any, Any]:
+    return _atleast_fwd(np.atleast_2d, arys)
+
+
+def atleast_3d_fwd(*arys: Any) -> tuple[Any, Any]:
+    return _atleast_fwd(np.atleast_3d, arys)
+
+
+def atleast_pullback(shapes: tuple[Any, ...], g: Any) -> tuple[Any, ...]:
+    if len(shapes) == 1:
+        return (np.reshape(g, shapes[0]),)
+    return tuple(np.reshape(gi, sh) for gi, sh in zip(g, shapes))
+
+
+def _transpose_axes(args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    axes = kw.get("axes", args[0] if len(args) == 1 else (args or None))
+    return None if axes is None else tuple(int(a) for a in axes)
+
+
+def transpose_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.transpose(a, *args, **kw), (_transpose_axes(args, kw), np.ndim(a), 1 + len(args))
+
+
+def ndarray_transpose_fwd(a: Any, *args: Any) -> tuple[Any, Any]:
+    return a.transpose(*args), (_transpose_axes(args, {}), np.ndim(a), 1 + len(args))
+
+
+def transpose_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    axes, nd, n = s
+    inv = None if axes is None else tuple(np.argsort([a % nd for a in axes]))
+    return (np.transpose(g, inv),) + nones(n - 1)
+
+
+def matrix_transpose_fwd(x: Any) -> tuple[Any, Any]:
+    return np.matrix_transpose(x), None
+
+
+def linalg_matrix_transpose_fwd(x: Any) -> tuple[Any, Any]:
+    return np.linalg.matrix_transpose(x), None
+
+
+def matrix_transpose_pullback(s: Any, g: Any) -> tuple[Any]:
+    return (np.swapaxes(g, -1, -2),)
+
+
+def swapaxes_fwd(a: Any, axis1: int, axis2: int) -> tuple[Any, Any]:
+    return np.swapaxes(a, axis1, axis2), (axis1, axis2)
+
+
+def ndarray_swapaxes_fwd(a: Any, axis1: int, axis2: int) -> tuple[Any, Any]:
+    return a.swapaxes(axis1, axis2), (axis1, axis2)
+
+
+def swapaxes_pullback(s: Any, g: Any) -> tuple[Any, None, None]:
+    return np.swapaxes(g, s[0], s[1]), None, None
+
+
+def moveaxis_fwd(a: Any, source: Any, destination: Any) -> tuple[Any, Any]:
+    return np.moveaxis(a, source, destination), (source, destination)
+
+
+def moveaxis_pullback(s: Any, g: Any) -> tuple[Any, None, None]:
+    return np.moveaxis(g, s[1], s[0]), None, None
+
+
+def rollaxis_fwd(a: Any, axis: int, start: int = 0) -> tuple[Any, Any]:
+    nd = np.ndim(a)
+    ax, st = axis % nd, start + nd if start < 0 else start
+    dest = st - 1 if ax < st else st  # rollaxis is a moveaxis (numpy's own definition)
+    return np.rollaxis(a, axis, start), (ax, dest, 2 if start == 0 else 3)
+
+
+def rollaxis_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    ax, dest, n = s
+    return (np.moveaxis(g, dest, ax),) + nones(n - 1)
+
+
+def broadcast_to_fwd(a: Any, shape: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.broadcast_to(a, shape, **kw), np.shape(a)
+
+
+def broadcast_to_pullback(shape: tuple[int, ...], g: Any) -> tuple[Any, None]:
+    return ops.sum_to(g, shape), None
+
+
+def broadcast_arrays_fwd(*args: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.broadcast_arrays(*args, **kw), tuple(np.shape(a) for a in args)
+
+
+def broadcast_arrays_pullback(shapes: tuple[Any, ...], g: Any) -> tuple[Any, ...]:
+    return tuple(ops.sum_to(gi, sh) for gi, sh in zip(g, shapes))
+
+
+T.rule(np.reshape, reshape_fwd, reshape_pullback)
+T.rule(np.ndarray.reshape, ndarray_reshape_fwd, reshape_pullback)
+T.rule(np.ravel, ravel_fwd, reshape_pullback)
+T.rule(np.ndarray.ravel, ndarray_ravel_fwd, reshape_pullback)
+T.rule(np.ndarray.flatten, flatten_fwd, reshape_pullback)
+T.rule(np.expand_dims, expand_dims_fwd, plain_reshape_pullback)
+T.rule(np.squeeze, squeeze_fwd, plain_reshape_pullback)
+T.rule(np.ndarray.squeeze, ndarray_squeeze_fwd, plain_reshape_pullback)
+T.rule(np.atleast_1d, atleast_1d_fwd, atleast_pullback)
+T.rule(np.atleast_2d, atleast_2d_fwd, atleast_pullback)
+T.rule(np.atleast_3d, atleast_3d_fwd, atleast_pullback)
+T.rule(np.transpose, transpose_fwd, transpose_pullback)
+T.rule(np.ndarray.transpose, ndarray_transpose_fwd, transpose_pullback)
+T.rule(getattr(np, "matrix_transpose", None), matrix_transpose_fwd, matrix_transpose_pullback)
+T.rule(getattr(np.linalg, "matrix_transpose", None), linalg_matrix_transpose_fwd,
+       matrix_transpose_pullback)
+T.rule(np.swapaxes, swapaxes_fwd, swapaxes_pullback)
+T.rule(np.ndarray.swapaxes, ndarray_swapaxes_fwd, swapaxes_pullback)
+T.rule(np.moveaxis, moveaxis_fwd, moveaxis_pullback)
+T.rule(np.rollaxis, rollaxis_fwd, rollaxis_pullback)
+T.rule(np.broadcast_to, broadcast_to_fwd, broadcast_to_pullback)
+T.rule(np.broadcast_arrays, broadcast_arrays_fwd, broadcast_arrays_pullback)
+
+# ---- copies and construction -----------------------------------------------------------------
+
+
+def _array_fwd(fn: Any, obj: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, Any]:
+    y = fn(obj, *args, **kw)
+    if not is_float(y):
+        return y, (None, None, 1 + len(args))
+    base = np.ndim(obj)
+    return y, (obj if isinstance(obj, (list, tuple)) else np.shape(obj), base, 1 + len(args))
+
+
+def array_fwd(obj: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _array_fwd(np.array, obj, args, kw)
+
+
+def asarray_fwd(obj: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _array_fwd(np.asarray, obj, args, kw)
+
+
+def asanyarray_fwd(obj: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _array_fwd(np.asanyarray, obj, args, kw)
+
+
+def ascontiguousarray_fwd(obj: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _array_fwd(np.ascontiguousarray, obj, args, kw)
+
+
+def asfortranarray_fwd(obj: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _array_fwd(np.asfortranarray, obj, args, kw)
+
+
+def copy_fwd(obj: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _array_fwd(np.copy, obj, args, kw)
+
+
+def ndarray_copy_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _array_fwd(np.ndarray.copy if isinstance(a, np.ndarray) else type(a).copy, a, args, kw)
+
+
+def astype_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _array_fwd(type(a).astype, a, args, kw)
+
+
+def array_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """Reshape back (``ndmin`` added leading axes), splitting along nested lists of values."""
+    obj, base, n = s
+    if base is None:
+        return nones(n)
+    if isinstance(obj, (list, tuple)):
+        g = np.reshape(g, np.shape(g)[np.ndim(g) - base:])
+        return (struct_cot(obj, g),) + nones(n - 1)
+    return (np.reshape(g, obj),) + nones(n - 1)
+
+
+T.rule(np.array, array_fwd, array_pullback, "nested lists get list cotangents")
+T.rule(np.asarray, asarray_fwd, array_pullback, "nested lists get list cotangents")
+T.rule(np.asanyarray, asanyarray_fwd, array_pullback)
+T.rule(np.ascontiguousarray, ascontiguousarray_fwd, array_pullback)
+T.rule(np.asfortranarray, asfortranarray_fwd, array_pullback)
+T.rule(np.copy, copy_fwd, array_pullback)
+T.rule(np.ndarray.copy, ndarray_copy_fwd, array_pullback)
+T.rule(np.ndarray.astype, astype_fwd, array_pullback, "no cotangent to integer dtypes")
+
+
+def item_fwd(a: Any, *args: Any) -> tuple[Any, Any]:
+    shape = np.shape(a)
+    if not args:
+        flat = 0
+    elif len(args) == 1 and not isinstance(args[0], tuple):
+        flat = int(args[0]) % max(int(np.prod(shape)), 1)
+    else:
+        idx = args[0] if len(args) == 1 else args
+        flat = int(np.ravel_multi_index(tuple(i % d for i, d in zip(idx, shape)), shape))
+    return a.item(*args), (shape, flat, 1 + len(args))
+
+
+def item_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    shape, flat, n = s
+    size = int(np.prod(shape))
+    return (np.where(np.arange(size) == flat, g, 0.0).reshape(shape),) + nones(n - 1)
+
+
+def tolist_fwd(a: Any) -> tuple[Any, Any]:
+    return a.tolist(), np.shape(a)
+
+
+def tolist_pullback(shape: tuple[int, ...], g: Any) -> tuple[Any]:
+    """``g`` is one cotangent per list leaf (row-major) or a scalar for 0-d arrays."""
+    return (np.reshape(np.asarray(g), shape),)
+
+
+def full_fwd(shape: Any, fill_value: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = np.full(shape, fill_value, *args, **kw)
+    return y, (is_float(y), 2 + len(args))
+
+
+def full_like_fwd(a: Any, fill_value: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = np.full_like(a, fill_value, *args, **kw)
+    return y, (is_float(y), 2 + len(args))
+
+
+def full_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """The fill value gets the whole cotangent (the transform sums it to the value's shape)."""
+    ok, n = s
+    return (None, g if ok else None) + nones(n - 2)
+
+
+def linspace_fwd(start: Any, stop: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("num", "endpoint", "retstep", "dtype", "axis"), num=50,
+                endpoint=True, retstep=False, axis=0)
+    if o["retstep"]:
+        raise NotImplementedError("irad: linspace(retstep=True) has no rule")
+    y = np.linspace(start, stop, *args, **kw)
+    t = np.linspace(0.0, 1.0, o["num"], endpoint=o["endpoint"])
+    return y, (t, o["axis"] % np.ndim(y), 2 + len(args))
+
+
+def linspace_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """y = start + t * (stop - start) along ``axis``: start gets sum g*(1-t), stop sum g*t."""
+    t, axis, n = s
+    shape = [1] * np.ndim(g)
+    shape[axis] = t.shape[0]
+    t = t.reshape(shape)
+    return (np.sum(g * (1.0 - t), axis=axis), np.sum(g * t, axis=axis)) + nones(n - 2)
+
+
+T.rule(np.ndarray.item, item_fwd, item_pullback)
+T.rule(np.ndarray.tolist, tolist_fwd, tolist_pullback, "one cotangent per list element")
+T.rule(np.full, full_fwd, full_pullback)
+T.rule(np.full_like, full_like_fwd, full_pullback)
+T.rule(np.linspace, linspace_fwd, linspace_pullback)
+
+# ---- joining and splitting -------------------------------------------------------------------
+
+
+def _pieces(g: Any, sizes: list[int], axis: int) -> list[Any]:
+    return np.split(g, np.cumsum(sizes)[:-1], axis=axis)
+
+
+def _join_cot(items: list[Any], pieces: list[Any], seqtype: type) -> Any:
+    cot = [struct_cot(x, np.reshape(p, np.shape(x))) if is_float(x) or isinstance(x, (list, tuple))
+           else None for x, p in zip(items, pieces)]
+    return tuple(cot) if seqtype is tuple else cot
+
+
+def concatenate_fwd(arrays: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    axis = args[0] if args else kw.get("axis", 0)
+    items = list(arrays)
+    y = np.concatenate(arrays, *args, **kw)
+    if axis is None:
+        sizes = [int(np.size(x)) for x in items]
+    else:
+        sizes = [np.shape(np.asarray(x))[axis] for x in items]
+    return y, (items, sizes, axis, type(arrays), 1 + len(args))
+
+
+def concatenate_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    items, sizes, axis, seqtype, n = s
+    pieces = _pieces(g, sizes, 0 if axis is None else axis)
+    return (_join_cot(items, pieces, seqtype),) + nones(n - 1)
+
+
+def _joined(y: Any, arrays: Any, prepped: list[Any], axis: int, n: int) -> tuple[Any, Any]:
+    sizes = [np.shape(p)[axis] for p in prepped]
+    return y, (list(arrays), sizes, axis, type(arrays), n)
+
+
+def hstack_fwd(tup: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    prepped = [np.atleast_1d(x) for x in tup]
+    axis = 0 if prepped and prepped[0].ndim == 1 else 1
+    return _joined(np.hstack(tup, *args, **kw), tup, prepped, axis, 1 + len(args))
+
+
+def vstack_fwd(tup: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    prepped = [np.atleast_2d(x) for x in tup]
+    return _joined(np.vstack(tup, *args, **kw), tup, prepped, 0, 1 + len(args))
+
+
+def dstack_fwd(tup: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    prepped = [np.atleast_3d(x) for x in tup]
+    return _joined(np.dstack(tup, *args, **kw), tup, prepped, 2, 1 + len(args))
+
+
+def column_stack_fwd(tup: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    prepped = [np.asarray(x) for x in tup]
+    prepped = [x.reshape(-1, 1) if x.ndim < 2 else x for x in prepped]
+    return _joined(np.column_stack(tup, *args, **kw), tup, prepped, 1, 1 + len(args))
+
+
+def stack_fwd(arrays: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    axis = args[0] if args else kw.get("axis", 0)
+    y = np.stack(arrays, *args, **kw)
+    return y, (list(arrays), axis % np.ndim(y), type(arrays), 1 + len(args))
+
+
+def stack_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    items, axis, seqtype, n = s
+    pieces = list(np.moveaxis(g, axis, 0))
+    return (_join_cot(items, pieces, seqtype),) + nones(n - 1)
+
+
+def append_fwd(arr: Any, values: Any, axis: Any = None) -> tuple[Any, Any]:
+    y = np.append(arr, values, axis)
+    if axis is None:
+        sizes = [int(np.size(arr)), int(np.size(values))]
+    else:
+        sizes = [np.shape(arr)[axis], np.shape(values)[axis]]
+    return y, ([arr, values], sizes, 0 if axis is None else axis, list, 3)
+
+
+def append_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    items, sizes, axis, _, n = s
+    a, b = _join_cot(items, _pieces(g, sizes, axis), list)
+    return (a, b, None)[: 2 if n == 2 else 3]
+
+
+def _split_fwd(fn: Any, ary: Any, args: tuple[Any, ...], kw: dict[str, Any], axis: int) -> tuple[Any, Any]:
+    return fn(ary, *args, **kw), (axis, 1 + len(args))
+
+
+def split_fwd(ary: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _split_fwd(np.split, ary, args, kw, args[1] if len(args) > 1 else kw.get("axis", 0))
+
+
+def array_split_fwd(ary: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _split_fwd(np.array_split, ary, args, kw, args[1] if len(args) > 1 else kw.get("axis", 0))
+
+
+def hsplit_fwd(ary: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _split_fwd(np.hsplit, ary, args, kw, 1 if np.ndim(ary) > 1 else 0)
+
+
+def vsplit_fwd(ary: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _split_fwd(np.vsplit, ary, args, kw, 0)
+
+
+def dsplit_fwd(ary: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return _split_fwd(np.dsplit, ary, args, kw, 2)
+
+
+def split_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """``g`` holds one cotangent per piece: join them again."""
+    axis, n = s
+    return (np.concatenate(g, axis=axis),) + nones(n - 1)
+
+
+T.rule(np.concatenate, concatenate_fwd, concatenate_pullback, "list cotangent")
+T.rule(np.stack, stack_fwd, stack_pullback, "list cotangent")
+T.rule(np.hstack, hstack_fwd, concatenate_pullback, "list cotangent")
+T.rule(np.vstack, vstack_fwd, concatenate_pullback, "list cotangent")
+T.rule(np.dstack, dstack_fwd, concatenate_pullback, "list cotangent")
+T.rule(np.column_stack, column_stack_fwd, concatenate_pullback, "list cotangent")
+T.rule(np.append, append_fwd, append_pullback)
+T.rule(np.split, split_fwd, split_pullback)
+T.rule(np.array_split, array_split_fwd, split_pullback)
+T.rule(np.hsplit, hsplit_fwd, split_pullback)
+T.rule(np.vsplit, vsplit_fwd, split_pullback)
+T.rule(np.dsplit, dsplit_fwd, split_pullback)

@@ -1,0 +1,242 @@
+"""Pullback inlining: replace ``rule_fwd``/``pullback`` calls by the primitive ops of their bodies.
+
+A rule's named ``fwd`` and ``bwd`` are ordinary numpy functions, so irad traces them (on values
+of the right types) and splices the recorded ops into the graph.  Their work becomes visible to
+the other passes: ``tanh``'s backward reads the forward output, and CSE computes ``cos(x)``
+once when forward and backward both need it.  A rule whose body branches on values (a guard
+appears), cannot run on sample values, or uses opaque state is left as a call.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from irad.ir import ArrayT, Const, Graph, Loc, Op, ScalarT, Var, const, map_atoms
+from irad.pytree import TreeDef, flatten
+
+
+class _Skip(Exception):
+    """This rule cannot be inlined; keep the call."""
+
+
+def _sample(t: Any, rng: np.random.Generator) -> Any:
+    if isinstance(t, ArrayT):
+        dt = np.dtype(t.dtype)
+        if np.issubdtype(dt, np.floating) or np.issubdtype(dt, np.complexfloating):
+            a = rng.uniform(0.5, 1.5, t.shape).astype(dt)
+        elif dt == np.bool_:
+            a = rng.integers(0, 2, t.shape).astype(bool)
+        elif np.issubdtype(dt, np.integer):
+            a = rng.integers(0, 2, t.shape).astype(dt)
+        else:
+            raise _Skip(f"no sample for {t}")
+        return a[()] if t.scalar else a
+    if isinstance(t, ScalarT):
+        return {"float": 0.75, "complex": 0.75 + 0.25j, "int": 1, "bool": True}[t.kind]
+    raise _Skip(f"no sample for {t}")
+
+
+class _Splicer:
+    """Traces a function on sample values and copies its ops into a host graph under new ids."""
+
+    def __init__(self, next_id: int) -> None:
+        self.next_id = next_id
+        self.rng = np.random.default_rng(0)
+
+    def splice(self, fn: Any, host_args: tuple[Any, ...], host_kwargs: dict[str, Any], samples: dict[int, Any],
+               loc: Any, keep: Any = None) -> tuple[list[Op], list[Any], TreeDef, list[Any]]:
+        """Trace ``fn`` on the sample values of the host atoms; returns (ops, output atoms,
+        output tree, output values).  ``keep(out_tree) -> {flat output index: host Var}`` names
+        outputs that should keep a host variable's identity (the value the host op defined)."""
+        from irad.trace import trace_values
+
+        def sval(a: Any) -> Any:
+            return samples[a.id] if isinstance(a, Var) else a.value
+
+        def hleaf(a: Any) -> Any:
+            return a if isinstance(a, Var) else a.value
+
+        s_args = tuple(map_atoms(a, sval) for a in host_args)
+        s_kwargs = {k: map_atoms(a, sval) for k, a in host_kwargs.items()}
+        host_leaves = flatten((tuple(map_atoms(a, hleaf) for a in host_args),
+                               {k: map_atoms(a, hleaf) for k, a in host_kwargs.items()}))[0]
+        with np.errstate(all="ignore"):
+            try:
+                g, tracer, _ = trace_values(fn, s_args, s_kwargs)
+            except Exception as e:  # the body cannot run on sample values: keep the call
+                raise _Skip(str(e)) from e
+        if g.guards or any(op.prim.startswith(("numpy.random", "builtins.print")) for op in g.ops):
+            raise _Skip("value-dependent control flow or effects in the rule body")
+        env: dict[int, Any] = {}
+        statics = {i for i, _ in g.statics}
+        k = 0
+        for i, leaf in enumerate(host_leaves):
+            if i in statics:
+                continue
+            inp = g.inputs[k]
+            k += 1
+            env[inp.id] = leaf if isinstance(leaf, Var) else const(leaf)
+        preset: dict[int, Var] = {}
+        if keep is not None:
+            defined = {o.id for op in g.ops for o in op.outs}
+            seen: set[int] = set()
+            for i, host in keep(g.out_tree).items():
+                o = g.outputs[i]
+                if isinstance(o, Var) and o.id in defined and o.id not in seen and host.type == o.type:
+                    preset[o.id] = host
+                seen.add(getattr(o, "id", -1))
+        ops: list[Op] = []
+        for op in g.ops:
+            outs = []
+            for o in op.outs:
+                n = preset.get(o.id)
+                if n is None:
+                    n = Var(self.next_id, o.type)
+                    self.next_id += 1
+                env[o.id] = n
+                samples[n.id] = tracer.values.get(o.id)
+                outs.append(n)
+
+            def sub(a: Any) -> Any:
+                return env.get(a.id, a) if isinstance(a, Var) else a
+            ops.append(Op(op.prim, tuple(map_atoms(a, sub) for a in op.args),
+                          tuple((kk, map_atoms(v, sub)) for kk, v in op.kwargs), tuple(outs), op.fn, loc, op.unpack))
+        outs_atoms = [env.get(o.id, o) if isinstance(o, Var) else o for o in g.outputs]
+        values = [tracer.values.get(o.id) if isinstance(o, Var) else o.value for o in g.outputs]
+        return ops, outs_atoms, g.out_tree or flatten(None)[1], values
+
+
+def _leaf_index(tree: TreeDef, path: tuple[Any, ...]) -> int | None:
+    """Flat leaf index of ``path`` in ``tree`` (None when the path holds no single leaf)."""
+    offset = 0
+    t = tree
+    for p in path:
+        if t.kind == "leaf" or p >= len(t.children):
+            return None
+        offset += sum(c.num_leaves for c in t.children[:p])
+        t = t.children[p]
+    return offset if t.kind == "leaf" else None
+
+
+def inline_pullbacks(g: Graph) -> Graph:
+    """Inline rule forwards and their pullbacks as primitive ops.
+
+    Before: ``%3, %7 = rule_fwd[numpy.tanh](%2)`` ... ``%9 = pullback[numpy.tanh](%7, %8)``.
+    After:  ``%3 = numpy.tanh(%2)`` ... ``%10 = operator.mul(%3, %3)``, ``%11 = operator.sub(1, %10)``,
+    ``%9 = operator.mul(%8, %11)`` (the ops of the rule's named functions).
+    """
+    plans = _plan(g)
+    if not plans:
+        return g
+    env: dict[int, Any] = {}  # old var id -> replacement atom
+
+    def sub(a: Any) -> Any:
+        return env.get(a.id, a) if isinstance(a, Var) else a
+
+    def subst(op: Op) -> Op:
+        return Op(op.prim, tuple(map_atoms(a, sub) for a in op.args),
+                  tuple((k, map_atoms(v, sub)) for k, v in op.kwargs), op.outs, op.fn, op.loc, op.unpack)
+
+    new_ops: list[Op] = []
+    for k, op in enumerate(g.ops):
+        plan = plans.get(k)
+        if plan is None:
+            new_ops.append(subst(op) if env else op)
+            continue
+        ops, binds = plan
+        new_ops.extend(subst(o) for o in ops)
+        for old, atom in binds:
+            if not (isinstance(atom, Var) and atom.id == old):
+                env[old] = sub(atom)
+    outputs = tuple(map_atoms(o, sub) for o in g.outputs)
+    n_rules = sum(1 for op in g.ops if op.prim == "rule_fwd" and g.ops.index(op) in plans)
+    return g.replace(ops=tuple(new_ops), outputs=outputs,
+                     provenance=g.provenance + (f"after inline_pullbacks: inlined {n_rules} rules",))
+
+
+Plan = tuple[list[Op], list[tuple[int, Any]]]  # spliced ops, (old var id, new atom) bindings
+
+
+def _plan(g: Graph) -> dict[int, Plan]:
+    """For each rule_fwd whose state only feeds its pullbacks: the spliced ops of the forward and of
+    every pullback, or nothing when any of them cannot be inlined."""
+    fwd_at = {op.outs[-1].id: k for k, op in enumerate(g.ops) if op.prim == "rule_fwd"}
+    pullbacks: dict[int, list[int]] = {}
+    blocked: set[int] = set()
+    for k, op in enumerate(g.ops):
+        for i, v in enumerate(op.inputs):
+            if v.id in fwd_at:
+                if op.prim == "pullback" and op.args[0] == v and i == 0:
+                    pullbacks.setdefault(v.id, []).append(k)
+                else:
+                    blocked.add(v.id)  # the state is read by something else
+    for o in g.outputs:
+        if isinstance(o, Var) and o.id in fwd_at:
+            blocked.add(o.id)
+    next_id = 1 + max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs])
+    sp = _Splicer(next_id)
+    rng = np.random.default_rng(0)
+    samples: dict[int, Any] = {}
+
+    def sample_of(a: Any) -> Any:
+        if isinstance(a, Var) and a.id not in samples:
+            samples[a.id] = _sample(a.type, rng)
+        return samples.get(a.id) if isinstance(a, Var) else a.value
+
+    plans: dict[int, Plan] = {}
+    for sid, k in fwd_at.items():
+        if sid in blocked:
+            continue
+        op = g.ops[k]
+        rule = op.kw("_rule")
+        kwargs = {n: v for n, v in op.kwargs if not n.startswith("_")}
+        try:
+            for a in op.inputs:
+                sample_of(a)
+            ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, samples, op.loc,
+                                                lambda t: dict(enumerate(op.outs[:-1])))
+            if tree.kind != "tuple" or len(tree.children) != 2:
+                raise _Skip("fwd did not return (y, state)")
+            n_y = tree.children[0].num_leaves
+            if n_y != len(op.outs) - 1:
+                raise _Skip("output structure differs")
+            binds: list[tuple[int, Any]] = list(zip([o.id for o in op.outs[:-1]], outs[:n_y]))
+            for o, a in binds:
+                if isinstance(a, Var):
+                    samples[o] = samples.get(a.id)
+            from irad.pytree import unflatten
+            stree = tree.children[1]
+            st_host = _as_atoms(unflatten(stree, outs[n_y:]))
+            for a, v in zip(outs[n_y:], values[n_y:]):
+                if isinstance(a, Var):
+                    samples.setdefault(a.id, v)
+            pb_plans: dict[int, Plan] = {}
+            for pk in pullbacks.get(sid, []):
+                pop = g.ops[pk]
+                for a in flatten(pop.args[1], is_leaf=lambda x: isinstance(x, (Var, Const)))[0]:
+                    sample_of(a)
+                loc = Loc(pop.loc.file, pop.loc.line, f"pullback of {rule.name}") if pop.loc else None
+                def keep(t: TreeDef, pop: Op = pop) -> dict[int, Var]:
+                    return {i: o for i, o in zip([_leaf_index(t, p) for p in pop.unpack], pop.outs) if i is not None}
+                b_ops, b_outs, b_tree, _ = sp.splice(rule.bwd, (st_host, pop.args[1]), {}, samples, loc, keep)
+                picks = [_leaf_index(b_tree, p) for p in pop.unpack]
+                if any(p is None for p in picks):
+                    raise _Skip("cotangent structure differs")
+                pb_plans[pk] = (b_ops, [(o.id, b_outs[p]) for o, p in zip(pop.outs, picks)])  # type: ignore[index]
+        except _Skip:
+            continue
+        plans[k] = (ops, binds)
+        plans.update(pb_plans)
+    return plans
+
+
+def _as_atoms(x: Any) -> Any:
+    """A state pytree of atoms as an op-argument structure (tuples/lists of atoms)."""
+    if isinstance(x, (Var, Const)):
+        return x
+    if type(x) in (tuple, list):
+        return type(x)(_as_atoms(e) for e in x)
+    if type(x) is dict:
+        return {k: _as_atoms(e) for k, e in x.items()}
+    return const(x)
