@@ -40,6 +40,7 @@ class Joint:
     wrt: tuple[int, ...]
     ybar_inputs: tuple[Var, ...]
     values: dict[int, Any]
+    seed_outputs: tuple[int, ...] = ()  # output positions that ``ybar_inputs`` seed, in order
 
 
 def _seed_value(v: Any) -> Any:
@@ -138,7 +139,8 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
     # seeds
     cot: dict[int, Any] = {}
     ybar_inputs: list[Var] = []
-    for o in g.outputs:
+    seed_outputs: list[int] = []
+    for pos, o in enumerate(g.outputs):
         if not (isinstance(o, Var) and o.id in useful):
             continue
         if seed == "one":
@@ -151,6 +153,7 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
         else:
             yb = b.new(_seed_value(b.val[o.id]), _hint(o) + "_bar", o.type)
             ybar_inputs.append(yb)
+            seed_outputs.append(pos)
             _accumulate(b, cot, o, yb)
 
     # backward sweep
@@ -208,7 +211,7 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
             grads.append(b.emit(irad_ops.zeros_like, (v,), z, _hint(v) + "_bar", "irad.ops.zeros_like"))
     joint = Graph(g.name, g.inputs + tuple(ybar_inputs), tuple(b.ops), tuple(g.outputs) + tuple(grads),
                   None, None, g.statics, g.provenance + ("reverse mode",))
-    return Joint(joint, len(g.outputs), tuple(wrt), tuple(ybar_inputs), b.val)
+    return Joint(joint, len(g.outputs), tuple(wrt), tuple(ybar_inputs), b.val, tuple(seed_outputs))
 
 
 def _fit(b: _Builder, c: Var, primal: Var, loc: Any) -> Var:

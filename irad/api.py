@@ -8,6 +8,7 @@ retraces and caches that path beside the first; a signature that keeps retracing
 from __future__ import annotations
 
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -237,70 +238,132 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, *,
     return GradFunction(f, argnums, True, passes)
 
 
+@dataclass
+class VJPProgram:
+    """A forward program (outputs + residuals) and a backward program (residuals + ybar -> cotangents)."""
+
+    fwd: Callable[..., Any]
+    bwd: Callable[..., Any]
+    fwd_source: str
+    bwd_source: str
+    forward: Graph
+    n_out: int
+    out_tree: TreeDef
+    slots: list[tuple[TreeDef, list[int | None]]]
+    dyn_pos: list[int]
+    seeds: list[int]  # output positions whose cotangents the backward program takes
+
+
+_VJP_CACHE: "weakref.WeakKeyDictionary[Any, dict[Any, list[VJPProgram]]]" = weakref.WeakKeyDictionary()
+
+
 def vjp(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
     """``y, pb = vjp(f, *args)``: ``pb(ybar)`` returns one cotangent per positional argument
-    (``None`` for arguments with no float leaves), each with its argument's structure."""
-    g, tracer, result = trace_values(f, args, kwargs)
-    nums = tuple(range(len(args)))
-    wrt, slots = [], []
+    (``None`` for arguments with no float leaves), each with its argument's structure.
+
+    Programs are cached per function and argument signature; the call that traces returns the
+    traced values, so ``f``'s side effects happen once per call either way.
+    """
+    key, leaves = signature(args, kwargs)
+    try:
+        per_f = _VJP_CACHE.setdefault(f, {})
+    except TypeError:  # not weak-referenceable: no cache
+        per_f = {}
+    for prog in per_f.get(key, ()):
+        try:
+            flat = prog.fwd(*[leaves[i] for i in prog.dyn_pos])
+        except GuardError:
+            continue
+        y = unflatten(prog.out_tree, flat[: prog.n_out])
+        return y, _pullback(prog, list(flat[prog.n_out:]), f)
+    prog, y, residuals = _compile_vjp(f, args, kwargs)
+    per_f.setdefault(key, []).insert(0, prog)
+    return y, _pullback(prog, residuals, f)
+
+
+def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) \
+        -> tuple[VJPProgram, Any, list[Any]]:
+    from . import passes as irad_passes
+
+    g, tracer, _ = trace_values(f, args, kwargs)
     statics = {i for i, _ in g.statics}
-    leaf_to_input: dict[int, int] = {}
-    k = 0
-    for i in range(flatten((args, kwargs))[1].num_leaves):
-        if i not in statics:
-            leaf_to_input[i] = k
-            k += 1
+    n_leaves = flatten((args, kwargs))[1].num_leaves
+    dyn_pos = [i for i in range(n_leaves) if i not in statics]
+    leaf_to_input = {leaf: k for k, leaf in enumerate(dyn_pos)}
+    wrt: list[int] = []
+    slots: list[tuple[TreeDef, list[int | None]]] = []
     pos = 0
-    for a in nums:
-        leaves, tree = flatten(args[a])
+    for a in args:
+        a_leaves, tree = flatten(a)
         idx: list[int | None] = []
-        for j in range(len(leaves)):
+        for j in range(len(a_leaves)):
             inp = leaf_to_input.get(pos + j)
             if inp is None or not g.inputs[inp].type.is_float:
                 idx.append(None)
             else:
                 idx.append(len(wrt))
                 wrt.append(inp)
-        pos += len(leaves)
+        pos += len(a_leaves)
         slots.append((tree, idx))
     joint = ad.reverse(g, tracer.values, wrt, seed="input")
-    fwd_g, bwd_g, n_res = split(joint)
-    from . import passes as irad_passes
-    bwd_low = lower(irad_passes.run(bwd_g, None), f"{getattr(f, '__name__', 'f')}_pullback")
-    residuals = [joint.values[v.id] for v in fwd_g.outputs[joint.n_outputs:]]  # type: ignore[union-attr]
+    fwd_g, bwd_g, _ = split(joint, irad_passes.run(joint.graph, None))
+    name = getattr(f, "__name__", "f")
+    fwd_low = lower(fwd_g, f"{name}_forward")
+    bwd_low = lower(bwd_g, f"{name}_pullback")
     out_tree = g.out_tree or flatten(None)[1]
-    y_leaves = [joint.values[o.id] if isinstance(o, Var) else o.value for o in g.outputs]
-    y = unflatten(out_tree, y_leaves)
-    ybar_types = [v.type for v in joint.ybar_inputs]
-    ybar_out_pos = [i for i, o in enumerate(g.outputs) if isinstance(o, Var) and any(
-        yb.hint == (o.hint or f"t{o.id}") + "_bar" for yb in joint.ybar_inputs)]
+    prog = VJPProgram(fwd_low.fn, bwd_low.fn, fwd_low.source, bwd_low.source, g, joint.n_outputs, out_tree, slots,
+                      dyn_pos, list(joint.seed_outputs))
+    y = unflatten(out_tree, [joint.values[o.id] if isinstance(o, Var) else o.value for o in g.outputs])
+    residuals = evaluate_residuals(fwd_g, joint, tracer.values)
+    return prog, y, residuals
+
+
+def _pullback(prog: VJPProgram, residuals: list[Any], f: Callable[..., Any]) -> Callable[[Any], tuple[Any, ...]]:
+    seeds = prog.seeds
 
     def pullback(ybar: Any) -> tuple[Any, ...]:
         yl, ytree = flatten(ybar)
-        if ytree != out_tree:
-            raise GradError(f"vjp of {getattr(f, '__name__', 'f')}: cotangent has structure {ytree}, "
-                            f"the output has {out_tree}")
-        yb = [yl[i] for i in ybar_out_pos]
-        flat = bwd_low.fn(*residuals, *yb)
-        grads = flat[joint.n_outputs - joint.n_outputs:]
+        if ytree != prog.out_tree:
+            raise GradError(f"vjp of {getattr(f, '__name__', 'f')}: the cotangent has structure {ytree}, "
+                            f"the output has {prog.out_tree}")
+        grads = prog.bwd(*residuals, *[yl[i] for i in seeds])
         out = []
-        for tree, idx in slots:
+        for tree, idx in prog.slots:
             if all(k is None for k in idx):
                 out.append(None)
             else:
                 out.append(unflatten(tree, [None if k is None else grads[k] for k in idx]))
         return tuple(out)
 
-    pullback.source = bwd_low.source  # type: ignore[attr-defined]
-    pullback.graph = bwd_g  # type: ignore[attr-defined]
-    del ybar_types
-    return y, pullback
+    pullback.source = prog.bwd_source  # type: ignore[attr-defined]
+    pullback.forward_source = prog.fwd_source  # type: ignore[attr-defined]
+    return pullback
 
 
-def split(joint: ad.Joint) -> tuple[Graph, Graph, int]:
-    """Partition a joint graph into a forward graph (outputs + residuals) and a backward graph
-    (residuals + output cotangents -> input cotangents), like JAX's ``fwd_and_bwd``."""
-    g = joint.graph
+def evaluate_residuals(fwd_g: Graph, joint: ad.Joint, values: dict[int, Any]) -> list[Any]:
+    """The residuals of the traced call.  Values the transform computed are reused; residuals
+    that passes introduced (inlined rule state) are recomputed from them by the forward ops that
+    define them, never by running ``f`` (or its effects) again."""
+    from .ir import bind_outputs, map_atoms
+    env = dict(joint.values)
+    need = [o for o in fwd_g.outputs[joint.n_outputs:] if isinstance(o, Var) and o.id not in env]
+    if need:
+        from .effects import is_impure_prim
+        for op in fwd_g.ops:
+            if all(o.id in env for o in op.outs) or is_impure_prim(op.prim):
+                continue
+            r = op.fn(*[map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value) for a in op.args],
+                      **{k: map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value)
+                         for k, a in op.kwargs})
+            bind_outputs(op, r, env)
+    return [env[o.id] if isinstance(o, Var) else o.value for o in fwd_g.outputs[joint.n_outputs:]]
+
+
+def split(joint: ad.Joint, g: Graph | None = None) -> tuple[Graph, Graph, int]:
+    """Partition a joint graph (``joint.graph``, or an optimised version ``g`` of it) into a forward
+    graph (outputs + residuals) and a backward graph (residuals + output cotangents -> input
+    cotangents), like JAX's ``fwd_and_bwd``."""
+    g = joint.graph if g is None else g
     seeds = {v.id for v in joint.ybar_inputs}
     depends = set(seeds)
     fwd_ops, bwd_ops = [], []
