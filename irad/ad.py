@@ -117,10 +117,13 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
 
     # forward sweep: rule_fwd for ops on the path, everything else as it was
     states: dict[int, tuple[Rule, Var]] = {}
+    fwd_ops: dict[int, Op] = {}  # the forward op as differentiated (keywords made positional)
     for k, op in enumerate(g.ops):
         if not on_path[k]:
             b.ops.append(op)
             continue
+        if any(v.id in active for _, a in op.kwargs for _, v in _var_paths(a, ())):
+            op = _positional(op)
         args = [map_atoms(a, b.get) for a in op.args]
         kwargs = {n: map_atoms(a, b.get) for n, a in op.kwargs}
         rule = registry.lookup(op.fn, tuple(args))
@@ -132,6 +135,7 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
                                 f"at {op.loc.long if op.loc else '?'}; pass it positionally")
         y, st = rule.fwd(*args, **kwargs)
         s = b.new(st, f"s{op.outs[0].id}", STATE)
+        fwd_ops[k] = op
         b.ops.append(Op("rule_fwd", op.args, (("_rule", Const(rule, STATE)),) + op.kwargs, op.outs + (s,),
                         rule.fwd, op.loc, "fwd"))
         states[k] = (rule, s)
@@ -160,7 +164,7 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
     for k in range(len(g.ops) - 1, -1, -1):
         if k not in states:
             continue
-        op = g.ops[k]
+        op = fwd_ops[k]
         rule, s = states[k]
         outs_with_cot = [o for o in op.outs if o.id in cot]
         if not outs_with_cot:
@@ -214,6 +218,23 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
     return Joint(joint, len(g.outputs), tuple(wrt), tuple(ybar_inputs), b.val, tuple(seed_outputs))
 
 
+def _positional(op: Op) -> Op:
+    """Move keyword arguments that name positional parameters into ``args`` (``np.sum(a=x)``),
+    so that rules, which give cotangents for positional arguments, see them."""
+    import inspect
+    try:
+        params = list(inspect.signature(op.fn).parameters.values())
+    except (TypeError, ValueError):
+        return op
+    kw = dict(op.kwargs)
+    args = list(op.args)
+    for p in params[len(args):]:
+        if p.kind is not p.POSITIONAL_OR_KEYWORD or p.name not in kw:
+            break
+        args.append(kw.pop(p.name))
+    return Op(op.prim, tuple(args), tuple(kw.items()), op.outs, op.fn, op.loc, op.unpack)
+
+
 def _fit(b: _Builder, c: Var, primal: Var, loc: Any) -> Var:
     """Make a cotangent match its primal's type: undo broadcasting, keep floats floats, cast dtypes."""
     pt, ct = primal.type, c.type
@@ -231,11 +252,11 @@ def _fit(b: _Builder, c: Var, primal: Var, loc: Any) -> Var:
             c = b.emit(fn, (c,), fn(b.val[c.id]), hint, f"builtins.{kind}", loc=loc)
         return c
     pdtype = getattr(pt, "dtype", None)
-    if pdtype is not None and getattr(c.type, "dtype", None) != pdtype:
-        v = np.asarray(b.val[c.id]).astype(pdtype)
-        if getattr(pt, "scalar", False):
-            v = v[()]
-        c = b.emit(np.ndarray.astype, (c, const(np.dtype(pdtype))), v, hint, loc=loc)
+    if pdtype is not None and (getattr(c.type, "dtype", None) != pdtype or not isinstance(c.type, type(pt))):
+        scalar = bool(getattr(pt, "scalar", False))
+        v = irad_ops.to_dtype(b.val[c.id], np.dtype(pdtype), scalar)
+        c = b.emit(irad_ops.to_dtype, (c, const(np.dtype(pdtype)), const(scalar)), v, hint, "irad.ops.to_dtype",
+                   loc=loc)
     return c
 
 

@@ -50,7 +50,7 @@ def _leaves(x: Any) -> list[Any]:
 
 
 def _sanitize(s: str) -> str:
-    s = re.sub(r"\W", "_", s)
+    s = re.sub(r"\W", "_", s.replace("]", "")).strip("_") or "v"
     if not s or s[0].isdigit():
         s = "v_" + s
     return s

@@ -72,16 +72,28 @@ def sort_inplace(a: np.ndarray, axis: int = -1, kind: Any = None, order: Any = N
 
 
 def sum_to(g: Any, shape: tuple[int, ...]) -> Any:
-    """Undo broadcasting: sum ``g`` down to ``shape`` (the adjoint of ``np.broadcast_to``)."""
+    """Make a cotangent ``g`` have ``shape``: sum over the axes broadcasting added or stretched
+    (the adjoint of ``np.broadcast_to``), and broadcast up a cotangent a rule kept smaller."""
     gshape = np.shape(g)
     if gshape == shape:
         return g
     lead = len(gshape) - len(shape)
-    if lead < 0:  # the cotangent lost leading unit axes: restore them
-        return np.broadcast_to(g, shape).copy()
-    axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and gshape[i + lead] != 1)
-    r = np.sum(g, axis=axes, keepdims=True) if axes else g
-    return np.reshape(r, shape) if lead or np.shape(r) != shape else r
+    if lead > 0:
+        g = np.sum(g, axis=tuple(range(lead)))
+        gshape = gshape[lead:]
+    axes = tuple(i for i, (gn, n) in enumerate(zip(gshape[-len(shape):] if shape else (), shape))
+                 if n == 1 and gn != 1 and len(gshape) == len(shape))
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    if np.shape(g) != shape:
+        g = np.broadcast_to(g, shape).copy()
+    return g
+
+
+def to_dtype(g: Any, dtype: Any, scalar: bool) -> Any:
+    """A cotangent cast to its primal's dtype (a numpy scalar when the primal is one)."""
+    r = np.asarray(g, dtype=dtype)
+    return r[()] if scalar else r
 
 
 def zeros_like(x: Any) -> Any:

@@ -2,18 +2,22 @@
 
 Values are tracked by identity (``id(obj) -> Var``).  The mitigations that make identity
 tracking sound (TRACER-NOTES §3): inputs are copied to fresh objects; only floats, complex
-numbers, numpy scalars and arrays are tracked; every tracked object is kept alive; a result
-that *is* one of its arguments (``np.asarray(x)``, ``max(x, 2.0)``) is copied so that values
-and constants never alias; in-place updates snapshot the old value and rebind the name to a new
-SSA value; a Python bool or int computed from traced values cannot be tracked, so it becomes a
-guard on its traced value.
+numbers, numpy scalars and arrays are tracked as data (strings and other objects that recorded
+ops return are tracked as opaque values); every tracked object is kept alive; a result that *is*
+one of its arguments (``np.asarray(x)``, ``max(x, 2.0)``) is copied so that values and
+constants never alias; a Python bool or int computed from traced values cannot be tracked, so
+it becomes a guard on its traced value.
+
+In-place updates are functionalised: the updated array is rebound to a new SSA value; when it
+is a view made by indexing (``a[1:3] += b``) the update is written back into the array it views;
+every other array that shares the memory becomes *stale* and is re-derived from its base when
+it is used next (or raises ``MutationError`` when irad does not know how it was made).
 """
 from __future__ import annotations
 
 import builtins
 import functools
 import inspect
-import math
 import operator
 import sys
 import types
@@ -24,14 +28,20 @@ import numpy as np
 
 from . import hooks
 from .effects import is_impure
-from .errors import MutationError, TraceError, UnsupportedError
+from .errors import MutationError, UnsupportedError
 from .instrument import INSTRUMENTED, instrument_function
 from .ir import Const, Graph, Loc, Op, Var, const, typeof
-from .pytree import flatten
+from .pytree import flatten, unflatten
 from .rules import registry
+from .specials import ARRAY_MUTATORS, DUNDER_BUILTINS, MUTATORS, SPECIAL, callback, run_dunder_builtin, ufunc_at
 
 _TRACKED_TYPES = (float, complex, np.ndarray, np.generic)
-_CONTAINERS = (list, dict, set, tuple, str, bytes, bytearray, deque, frozenset)
+#: containers whose methods only move references around: called natively, never recorded
+_MUTABLE_CONTAINERS = (list, dict, set, deque, bytearray, types.GeneratorType)
+#: results of recorded calls that stay constants (types, functions, containers, ...)
+_UNTRACKED_RESULTS = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                      tuple, list, dict, set, frozenset, deque, range, slice, np.dtype, type(Ellipsis),
+                      type(NotImplemented))
 #: numpy functions whose list arguments are sequences of arrays (not array-likes to convert)
 _SEQUENCE_FUNCS = {np.concatenate, np.stack, np.vstack, np.hstack, np.dstack, np.column_stack, np.block,
                    np.einsum, np.array, np.asarray, np.asanyarray, np.ascontiguousarray, np.broadcast_arrays,
@@ -40,9 +50,15 @@ _SEQUENCE_FUNCS = {np.concatenate, np.stack, np.vstack, np.hstack, np.dstack, np
 _STATIC_ATTRS = frozenset({"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "strides", "flags",
                            "__class__", "base", "__array_priority__", "__array_interface__", "data", "ctypes"})
 _DATA_SHAPED = {np.nonzero, np.unique, np.argwhere, np.flatnonzero, np.extract, np.compress, np.trim_zeros}
-_ITER_CONSUMERS = {builtins.list, builtins.tuple, builtins.enumerate, builtins.zip, builtins.iter,
-                   builtins.reversed, builtins.map, builtins.filter, builtins.set, builtins.frozenset,
-                   builtins.dict}
+#: C functions that only store references (never recorded)
+_TRANSPARENT = {object.__setattr__, object.__delattr__, object.__init__, builtins.setattr, builtins.delattr,
+                builtins.id, builtins.print.__class__}
+#: view-making functions whose element mapping the tracer can replay on an index array, so that a
+#: write into the view can be written back into its base
+_STRUCTURAL_VIEWS = {np.transpose, np.ndarray.transpose, np.swapaxes, np.ndarray.swapaxes, np.moveaxis,
+                     np.reshape, np.ndarray.reshape, np.ravel, np.ndarray.ravel, np.squeeze, np.ndarray.squeeze,
+                     np.expand_dims, np.flip, np.fliplr, np.flipud, np.asarray, np.asanyarray, np.ndarray.view,
+                     np.atleast_1d, np.atleast_2d, np.atleast_3d}
 
 
 def trackable(x: Any) -> bool:
@@ -68,6 +84,22 @@ def _root(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _same_index(i: Any, j: Any) -> bool:
+    """Do two indices select the same elements?  (Conservative: ``False`` when unsure.)"""
+    if i is j:
+        return True
+    if type(i) is not type(j):
+        return False
+    if type(i) is tuple:
+        return len(i) == len(j) and all(_same_index(x, y) for x, y in zip(i, j))
+    if isinstance(i, (int, slice)) or i is None or i is Ellipsis:
+        try:
+            return bool(i == j)
+        except Exception:
+            return False
+    return False
+
+
 class Tracer:
     """Records one call of a function into ops; ``graph()`` assembles the result."""
 
@@ -79,7 +111,11 @@ class Tracer:
         self.ops: list[Op] = []
         self.next_id = 0
         self.consts: dict[int, Const] = {}
-        self.views: dict[int, list[np.ndarray]] = {}  # id(root) -> tracked arrays on that memory
+        self._const_roots: set[int] = set()  # id(root) of the memory of array constants
+        self.views: dict[int, dict[int, np.ndarray]] = {}  # id(root) -> arrays on that memory (views)
+        self.derived: dict[int, tuple[Any, tuple[Any, ...], dict[str, Any], np.ndarray]] = {}
+        self.stale: dict[int, str] = {}  # id(array) -> the in-place update that changed it behind its Var
+        self._pending: dict[int, list[tuple[Any, ...]]] = {}  # write-backs of a mutation in flight
         self._pyclass: dict[type, bool] = {}
 
     # ---- values ---------------------------------------------------------------------------
@@ -93,8 +129,10 @@ class Tracer:
         self.vars[id(obj)] = var
         self.keep.append(obj)
         self.values[var.id] = obj
+        if self.stale:
+            self.stale.pop(id(obj), None)
         if isinstance(obj, np.ndarray) and obj.base is not None:
-            self.views.setdefault(id(_root(obj)), []).append(obj)
+            self.views.setdefault(id(_root(obj)), {})[id(obj)] = obj
 
     def input(self, x: Any, hint: str) -> tuple[Any, Var]:
         """A fresh copy of an argument, tracked as a graph input."""
@@ -122,6 +160,8 @@ class Tracer:
         """The IR argument for a raw value: Vars for tracked values, Consts otherwise."""
         v = self.vars.get(id(x))
         if v is not None:
+            if self.stale and id(x) in self.stale:
+                return self._refresh(x)
             return v
         tx = type(x)
         if tx is tuple or tx is list:
@@ -134,15 +174,16 @@ class Tracer:
         if tx is slice and self.deep_tracked(x):
             for part in (x.start, x.stop, x.step):
                 if self.is_tracked(part):
-                    self._guard_value(part)
+                    self.guard_value(part)
         return self.const(x)
 
-    def const(self, x: Any) -> Const:
+    def const(self, x: Any, origin: str | None = None) -> Const:
         if isinstance(x, np.ndarray):
             c = self.consts.get(id(x))
             if c is None:
-                c = Const(x, typeof(x), self._origin(x))
+                c = Const(x, typeof(x), self._origin(x) if origin is None else origin)
                 self.consts[id(x)] = c
+                self._const_roots.add(id(_root(x)))
                 self.keep.append(x)
             return c
         return const(x)
@@ -173,45 +214,48 @@ class Tracer:
         f = self._user_frame()
         if f is None:
             return None
-        key = (id(f.f_code), f.f_lineno)
-        loc = _LOCS.get(key)
-        if loc is None:
-            loc = _LOCS[key] = Loc(f.f_code.co_filename, f.f_lineno or 0, f.f_code.co_qualname)
-        return loc
+        return Loc(f.f_code.co_filename, f.f_lineno or 0, f.f_code.co_qualname)
 
     def emit(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], outs: tuple[Var, ...],
              unpack: bool = False, prim: str | None = None) -> Op:
-        op = Op(prim or registry.qualname(fn), tuple(args), tuple(kwargs.items()) if kwargs else (), outs, fn,
-                self.loc(), unpack)
+        op = Op(prim or registry.qualname(fn), tuple(args), tuple(kwargs.items()), outs, fn, self.loc(), unpack)
         self.ops.append(op)
         return op
 
     def record(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], result: Any,
                *, rebind: bool = False, atoms: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> Any:
         """Record ``result = fn(*args, **kwargs)`` (already computed) and return what user code sees."""
-        if atoms is not None:
-            a_args, a_kwargs = atoms
-        else:
-            a_args = tuple([self.atom(a) for a in args])
-            a_kwargs = {k: self.atom(v) for k, v in kwargs.items()} if kwargs else {}
+        a_args, a_kwargs = atoms if atoms is not None else (
+            tuple(self.atom(a) for a in args), {k: self.atom(v) for k, v in kwargs.items()})
         if trackable(result):
-            if not rebind and (id(result) in self.vars or _is_one_of(result, args)
-                               or (kwargs and _is_one_of(result, kwargs.values()))):
+            if not rebind and (id(result) in self.vars or any(result is a for a in args)
+                               or any(result is v for v in kwargs.values())):
                 result = _fresh(result)
             v = self.new_var(result)
             self.emit(fn, a_args, a_kwargs, (v,))
             self.track(result, v)
+            if isinstance(result, np.ndarray) and result.base is not None:
+                self._note_view(result, fn, args, kwargs)
             return result
         if isinstance(result, (bool, int, np.bool_)):
             v = self.new_var(result)
             self.emit(fn, a_args, a_kwargs, (v,))
-            self.values[v.id] = result
             self._guard(v, result)
             return result
-        if isinstance(result, (tuple, list)) and result and any(trackable(x) or isinstance(x, (bool, int, np.bool_))
-                                                              for x in flatten(result)[0]):
+        if isinstance(result, (tuple, list)) and result and any(
+                trackable(x) or isinstance(x, (bool, int, np.bool_, str, bytes)) for x in flatten(result)[0]):
             return self._record_container(fn, a_args, a_kwargs, result, args)
-        self.emit(fn, a_args, a_kwargs, ())
+        if result is None or isinstance(result, _UNTRACKED_RESULTS) or id(result) in self.vars or \
+                any(result is a for a in args):
+            self.emit(fn, a_args, a_kwargs, ())
+            return result
+        # an opaque value (a string, a random generator, ...) that depends on what flowed in
+        v = self.new_var(result)
+        self.emit(fn, a_args, a_kwargs, (v,))
+        if isinstance(result, (str, bytes)) and len(result) < 2:
+            self._guard(v, result)  # CPython shares short strings: they cannot carry a Var
+        else:
+            self.track(result, v)
         return result
 
     def _record_container(self, fn: Any, a_args: tuple[Any, ...], a_kwargs: dict[str, Any], result: Any,
@@ -224,17 +268,15 @@ class Tracer:
             v = self.new_var(x)
             outs.append(v)
             new_leaves.append(x)
-            self.values[v.id] = x
-            if isinstance(x, (bool, int, np.bool_)):
+            if isinstance(x, (bool, int, np.bool_)) or (isinstance(x, (str, bytes)) and len(x) < 2):
                 guards.append((v, x))
         self.emit(fn, a_args, a_kwargs, tuple(outs), unpack=True)
         for v, x in zip(outs, new_leaves):
-            if trackable(x):
+            if trackable(x) or (isinstance(x, (str, bytes)) and len(x) >= 2 and id(x) not in self.vars):
                 self.track(x, v)
         for v, x in guards:
             self._guard(v, x)
         if any(a is not b for a, b in zip(leaves, new_leaves)):
-            from .pytree import unflatten
             result = unflatten(tree, new_leaves)
         return result
 
@@ -244,56 +286,176 @@ class Tracer:
         self.emit(irad_ops.guard, (v,), {"expected": Const(expected, typeof(expected))}, (),
                   prim="irad.ops.guard")
 
-    def _guard_value(self, x: Any) -> None:
+    def guard_value(self, x: Any) -> None:
         """A tracked value was used where only its concrete value matters (an index bound...)."""
-        self._guard(self.vars[id(x)], x)
+        self._guard(self.atom(x), x)
 
     def _guard_shape(self, x: Any) -> None:
         from . import ops as irad_ops
         if self.is_tracked(x):
-            self.emit(irad_ops.guard_shape, (self.vars[id(x)],), {"expected": const(tuple(np.shape(x)))}, (),
+            self.emit(irad_ops.guard_shape, (self.atom(x),), {"expected": const(tuple(np.shape(x)))}, (),
                       prim="irad.ops.guard_shape")
+
+    def truth(self, v: Any) -> None:
+        """``bool(v)`` of a traced value decides control flow: guard on it."""
+        self.record(builtins.bool, (v,), {}, bool(v))
+
+    def truth_value(self, v: Any) -> bool:
+        if id(v) in self.vars:
+            self.truth(v)
+        return bool(v)
+
+    def truth_test(self, v: Any, keep: int) -> Any:
+        """A truth test in user code (``if v``, ``not v``, ``a or b``)."""
+        if id(v) in self.vars:
+            self.truth(v)
+            return v
+        if self.is_pyobject(v):
+            r = run_dunder_builtin(self, builtins.bool, (v,), {})
+            if r is not NotImplemented and not keep:
+                return r
+        return v
 
     # ---- mutation -------------------------------------------------------------------------
 
-    def before_mutation(self, a: np.ndarray, what: str) -> Any:
-        """Check that mutating ``a`` cannot change other traced values behind irad's back, and
-        return the atom for ``a``'s value before the mutation (a snapshot)."""
-        root = _root(a)
-        for other in self.views.get(id(root), ()):
-            if other is a or not np.may_share_memory(a, other):
-                continue
-            if sys.getrefcount(other) > 4 + sum(1 for w in self.views[id(root)] if w.base is other):
-                self._mutation_error(what, "another traced array that shares its memory (a view) is still in use")
-        if a is not root and self.is_tracked(root) and \
-                sys.getrefcount(root) > 3 + sum(1 for w in self.views.get(id(root), ()) if w.base is root):
-            self._mutation_error(what, "it is a view of a traced array that is still in use")
-        if not self.is_tracked(a) and a.base is not None and not self.is_tracked(root) and \
-                sys.getrefcount(root) > 3 and id(root) not in self.views:
-            self._mutation_error(what, "it is a view of an array irad does not track")
-        # constants that alias the memory about to change keep their old contents
-        for c in self.consts.values():
-            if isinstance(c.value, np.ndarray) and np.may_share_memory(c.value, a):
-                object.__setattr__(c, "value", c.value.copy())
-        v = self.vars.get(id(a))
-        if v is not None:
-            self.values[v.id] = a.copy()
-            return v
-        return self.const(a.copy())
+    def _note_view(self, view: np.ndarray, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Remember how a view was made from its base, to write through it and to re-derive it."""
+        for p in args:
+            if isinstance(p, np.ndarray) and p is not view and np.may_share_memory(view, p):
+                self.derived[id(view)] = (fn, args, kwargs, p)
+                return
 
-    def _mutation_error(self, what: str, why: str) -> None:
+    def _note_untracked_view(self, view: np.ndarray, base: np.ndarray, index: Any) -> None:
+        self.derived[id(view)] = (operator.getitem, (base, index), {}, base)
+        self.keep.append(view)
+        self.views.setdefault(id(_root(view)), {})[id(view)] = view
+
+    def _refresh(self, x: np.ndarray) -> Var:
+        """A stale array is used: re-derive it from its (updated) base, or fail."""
+        d = self.derived.get(id(x))
+        why = self.stale.pop(id(x))
+        if d is None:
+            loc = self.loc()
+            raise MutationError(
+                f"an array is used after an in-place update ({why}) changed its memory through another "
+                "array that shares it (a view or an aliased argument), and irad does not know how the two "
+                "are related", loc.long if loc else "",
+                "copy first (`v = a[...].copy()`), or write the update out of place (`a = a + b`)")
+        fn, args, kwargs, _ = d
+        atoms = (tuple(self.atom(a) for a in args), {k: self.atom(v) for k, v in kwargs.items()})
+        v = self.new_var(x)
+        self.emit(fn, atoms[0], atoms[1], (v,))
+        self.track(x, v)
+        return v
+
+    def _mutation_error(self, what: str, why: str, hint: str = "") -> None:
         loc = self.loc()
         raise MutationError(
             f"in-place update ({what}) of an array while {why}: irad cannot express its effect",
             loc.long if loc else "",
-            "copy first (`v = a[...].copy()`), or write the update out of place (`a = a + b`)")
+            hint or "copy first (`v = a[...].copy()`), or write the update out of place (`a = a + b`)")
+
+    def _external_name(self, a: np.ndarray) -> str | None:
+        """The name under which ``a`` is a module global or a closure variable of the user's code."""
+        frame = self._user_frame()
+        if frame is None:
+            return None
+        for name in frame.f_code.co_freevars:
+            if frame.f_locals.get(name) is a:
+                return name
+        for name, val in frame.f_globals.items():
+            if val is a:
+                return name
+        return None
+
+    def touches_traced_memory(self, a: Any) -> bool:
+        """Could an in-place update of ``a`` change a traced array or a constant of the graph?"""
+        if not isinstance(a, np.ndarray):
+            return False
+        if id(a) in self.vars or id(a) in self.derived:
+            return True
+        r = id(_root(a))
+        return r in self.views or r in self._const_roots or r in self.vars
+
+    def before_mutation(self, a: np.ndarray, what: str) -> Any:
+        """``a`` is about to be updated in place: return the atom of its old value.
+
+        Also prepares what ``rebind`` needs: the chain of bases the update writes through, and
+        every other array on the same memory (which the update makes stale)."""
+        chain: list[tuple[Any, ...]] = []  # (base, view fn, view args, view kwargs, base before)
+        child = a
+        while True:
+            d = self.derived.get(id(child))
+            if d is None or not (d[0] is operator.getitem or d[0] in _STRUCTURAL_VIEWS) or d[1][0] is not d[3]:
+                break
+            chain.append((d[3], d[0], d[1], d[2]))
+            child = d[3]
+        top = child
+        if id(top) not in self.vars:
+            if top.base is not None and id(_root(top)) not in self.vars and sys.getrefcount(_root(top)) > 3 \
+                    and id(_root(top)) not in self.views:
+                self._mutation_error(what, "it is a view of an array irad does not track")
+            name = self._external_name(top)
+            if name is not None:
+                self._mutation_error(what, f"it is the global or closure array `{name}`: a graph cannot repeat "
+                                     "this side effect", f"copy it first (`{name} = {name}.copy()`) and update the copy")
+        # old values: the arrays written through, then snapshots of everything on that memory
+        befores = [self._before_atom(x) for x in [a] + [c[0] for c in chain]]
+        root = _root(a)
+        group = list(self.views.get(id(root), {}).values()) + ([root] if id(root) in self.vars else [])
+        written = {id(a)} | {id(c[0]) for c in chain}
+        affected = [w for w in group if id(w) not in written and np.may_share_memory(w, a)]
+        for w in [a] + [c[0] for c in chain] + affected:
+            v = self.vars.get(id(w))
+            if v is not None and self.values.get(v.id) is w:
+                self.values[v.id] = w.copy()
+        self._protect_consts(a)
+        self._pending[id(a)] = [(c[0], c[1], c[2], c[3], b) for c, b in zip(chain, befores[1:])] + \
+            [("stale", affected, what)]
+        return befores[0]
+
+    def _before_atom(self, x: np.ndarray) -> Any:
+        if id(x) in self.vars:
+            return self.atom(x)
+        return self.const(x.copy(), origin=self._origin(x))
+
+    def _protect_consts(self, a: np.ndarray) -> None:
+        """Constants that alias the memory about to change keep their old contents."""
+        if id(_root(a)) not in self._const_roots:
+            return
+        for c in self.consts.values():
+            if isinstance(c.value, np.ndarray) and np.may_share_memory(c.value, a):
+                object.__setattr__(c, "value", c.value.copy())
 
     def rebind(self, a: Any, fn: Callable[..., Any], atoms: tuple[tuple[Any, ...], dict[str, Any]],
                prim: str | None = None) -> Any:
-        """Record a mutation of ``a`` as a new SSA value that ``a`` now stands for."""
+        """Record an in-place update of ``a`` as a new SSA value that ``a`` now stands for; write
+        it back through the bases ``a`` views, and mark the other arrays on that memory stale."""
+        from . import ops as irad_ops
         v = self.new_var(a)
         self.emit(fn, atoms[0], atoms[1], (v,), prim=prim)
         self.track(a, v)
+        pending = self._pending.pop(id(a), [])
+        child, child_var = a, v
+        for item in pending:
+            if item[0] == "stale":
+                _, affected, what = item
+                loc = self.loc()
+                for w in affected:
+                    self.stale[id(w)] = f"{what} at {loc}" if loc else what
+                    if id(w) not in self.vars:  # an untracked view: give it a placeholder Var
+                        self.vars[id(w)] = self.new_var(w)
+                continue
+            base, fn_v, args_v, kwargs_v, before = item
+            if fn_v is operator.getitem:
+                index = self.atom(args_v[1])
+            else:  # replay the view on an index array: the write-back is an advanced-index update
+                pos = np.arange(base.size).reshape(base.shape)
+                index = self.const(np.unravel_index(fn_v(pos, *args_v[1:], **kwargs_v), base.shape))
+            bv = self.new_var(base)
+            self.emit(irad_ops.setitem, (before, index, child_var), {}, (bv,))
+            self.track(base, bv)
+            child, child_var = base, bv
         return a
 
     # ---- operators ------------------------------------------------------------------------
@@ -308,7 +470,12 @@ class Tracer:
             self._pyclass[tp] = r
         return r
 
-    def _dunder(self, tp: type, name: str) -> Any:
+    def is_pyobject(self, x: Any) -> bool:
+        """Is ``x`` an instance of a user class with Python dunders or properties?"""
+        tx = type(x)
+        return tx not in _FAST and tx not in _CONTAINER_FAST and self._is_pyclass(tx)
+
+    def dunder(self, tp: type, name: str) -> Any:
         for klass in tp.__mro__:
             if name in vars(klass):
                 return vars(klass)[name]
@@ -319,21 +486,26 @@ class Tracer:
         name = hooks._NAMES[op % hooks.N_BINOPS].rstrip("_")
         ta, tb = type(a), type(b)
         if op >= hooks.N_BINOPS:
-            f = self._dunder(ta, f"__i{name}__")
-            if f is not None:
+            f = self.dunder(ta, f"__i{name}__")
+            if isinstance(f, types.FunctionType):
                 r = self.call(f, (a, b), {})
                 if r is not NotImplemented:
                     return r
-        fwd, rev = self._dunder(ta, f"__{name}__"), self._dunder(tb, f"__r{name}__")
+            elif f is not None and not self.is_pyobject(b):
+                return self._binop_native(a, b, op)
+        fwd, rev = self.dunder(ta, f"__{name}__"), self.dunder(tb, f"__r{name}__")
         order = [(fwd, a, b), (rev, b, a)] if ta is not tb else [(fwd, a, b)]
-        if ta is not tb and issubclass(tb, ta) and rev is not None and rev is not self._dunder(ta, f"__r{name}__"):
+        if ta is not tb and issubclass(tb, ta) and rev is not None and rev is not self.dunder(ta, f"__r{name}__"):
             order.reverse()
         for f, x, y in order:
             if f is None:
                 continue
-            if not isinstance(f, types.FunctionType):
-                return self._binop_native(a, b, op)
-            r = self.call(f, (x, y), {})
+            if isinstance(f, types.FunctionType):
+                r = self.call(f, (x, y), {})
+            else:  # a C slot (float.__mul__, ...): NotImplemented for user objects
+                r = f(x, y)
+                if r is not NotImplemented and (self.deep_tracked(x) or self.deep_tracked(y)):
+                    r = self.record(hooks.OUT_OF_PLACE[op], (a, b), {}, r)
             if r is not NotImplemented:
                 return r
         raise TypeError(f"unsupported operand type(s) for {name}: '{ta.__name__}' and '{tb.__name__}'")
@@ -346,10 +518,11 @@ class Tracer:
 
     def _binop_native(self, a: Any, b: Any, op: int) -> Any:
         vars_ = self.vars
-        if id(a) not in vars_ and id(b) not in vars_:
+        inplace_array = op >= hooks.N_BINOPS and isinstance(a, np.ndarray)
+        if id(a) not in vars_ and id(b) not in vars_ and not (inplace_array and self.touches_traced_memory(a)):
             return hooks.BINOPS[op](a, b)
         fn = hooks.OUT_OF_PLACE[op]
-        if op >= hooks.N_BINOPS and isinstance(a, np.ndarray):  # a genuine in-place update
+        if inplace_array:  # a genuine in-place update
             before = self.before_mutation(a, f"{hooks._NAMES[op - hooks.N_BINOPS].rstrip('_')}=")
             atoms = ((before, self.atom(b)), {})
             out_dtype = np.result_type(a, b) if not isinstance(b, (float, int, complex)) else None
@@ -361,23 +534,7 @@ class Tracer:
                 self.keep.append(tmp)
                 return self.rebind(a, np.ndarray.astype, ((tv, const(a.dtype)), {}))
             return self.rebind(a, fn, atoms)
-        # NOTE: the hot path of scalar code: record inline instead of through record()
-        r = fn(a, b)
-        if not trackable(r):
-            return self.record(fn, (a, b), {}, r)
-        if r is a or r is b or id(r) in vars_:
-            r = _fresh(r)
-        va, vb = vars_.get(id(a)), vars_.get(id(b))
-        v = Var(self.next_id, typeof(r))
-        self.next_id += 1
-        self.ops.append(Op(_OP_NAMES[op], (va if va is not None else self.atom(a), vb if vb is not None else
-                                           self.atom(b)), (), (v,), fn, self.loc(), False))
-        vars_[id(r)] = v
-        self.keep.append(r)
-        self.values[v.id] = r
-        if isinstance(r, np.ndarray) and r.base is not None:
-            self.views.setdefault(id(_root(r)), []).append(r)
-        return r
+        return self.record(fn, (a, b), {}, fn(a, b))
 
     def compare(self, a: Any, b: Any, op: int) -> Any:
         fn = hooks.COMPARES[op & 15]
@@ -387,7 +544,7 @@ class Tracer:
             refl = ["gt", "ge", "eq", "ne", "lt", "le"]
             i = op & 15
             r: Any = NotImplemented
-            for f, x, y in ((self._dunder(ta, f"__{names[i]}__"), a, b), (self._dunder(tb, f"__{refl[i]}__"), b, a)):
+            for f, x, y in ((self.dunder(ta, f"__{names[i]}__"), a, b), (self.dunder(tb, f"__{refl[i]}__"), b, a)):
                 if isinstance(f, types.FunctionType):
                     r = self.call(f, (x, y), {})
                     if r is not NotImplemented:
@@ -399,11 +556,15 @@ class Tracer:
         else:
             r = fn(a, b)
         if op & 16:
-            self.truth(r) if id(r) in self.vars else None
-            return bool(r)
+            return self.truth_value(r)
         return r
 
     def contains(self, a: Any, b: Any, invert: int) -> bool:
+        if self.is_pyobject(b):
+            d = self.dunder(type(b), "__contains__")
+            if isinstance(d, types.FunctionType):
+                r = self.truth_value(self.call(d, (b, a), {}))
+                return (not r) if invert else r
         if self.deep_tracked(a) or self.is_tracked(b):
             r = self.record(operator.contains, (b, a), {}, operator.contains(b, a))
         else:
@@ -413,50 +574,71 @@ class Tracer:
     def unary(self, a: Any, name: str) -> Any:
         fn = hooks.UNARY[name]
         if type(a) not in _FAST and self._is_pyclass(type(a)):
-            f = self._dunder(type(a), {"UNARY_NEGATIVE": "__neg__", "UNARY_INVERT": "__invert__",
-                                       "UNARY_POSITIVE": "__pos__"}[name])
+            f = self.dunder(type(a), {"UNARY_NEGATIVE": "__neg__", "UNARY_INVERT": "__invert__",
+                                      "UNARY_POSITIVE": "__pos__"}[name])
             if isinstance(f, types.FunctionType):
                 return self.call(f, (a,), {})
         if id(a) not in self.vars:
             return fn(a)
         return self.record(fn, (a,), {}, fn(a))
 
-    def truth(self, v: Any) -> None:
-        """``bool(v)`` of a traced value decides control flow: guard on it."""
-        self.record(builtins.bool, (v,), {}, bool(v))
+    # ---- strings --------------------------------------------------------------------------
+
+    def format_value(self, v: Any, spec: Any, conv: int) -> Any:
+        """``f"{v!conv:spec}"``."""
+        if conv:
+            v = self.call((builtins.str, builtins.repr, builtins.ascii)[conv - 1], (v,), {})
+        if type(v) is str and spec == "":
+            return v
+        return self.call(builtins.format, (v, spec), {})
+
+    def build_string(self, pieces: tuple[Any, ...]) -> str:
+        s = "".join(pieces)
+        if any(id(p) in self.vars for p in pieces):
+            return self.record(str.join, ("", list(pieces)), {}, s)  # type: ignore[no-any-return]
+        return s
 
     # ---- indexing -------------------------------------------------------------------------
+
+    def _tracked_mask(self, i: Any) -> bool:
+        for part in (i if type(i) is tuple else (i,)):
+            if isinstance(part, np.ndarray) and part.dtype == np.bool_ and id(part) in self.vars:
+                return True
+        return False
 
     def getitem(self, a: Any, i: Any) -> Any:
         ta = type(a)
         if ta not in _FAST and ta not in _CONTAINER_FAST and self._is_pyclass(ta):
-            f = self._dunder(ta, "__getitem__")
+            f = self.dunder(ta, "__getitem__")
             if isinstance(f, types.FunctionType):
                 return self.call(f, (a, i), {})
-        if id(a) in self.vars:
+        if id(a) in self.vars or (self.deep_tracked(i) and isinstance(a, np.ndarray)):
             r = self.record(operator.getitem, (a, i), {}, a[i])
-            if _is_mask_index(i):
+            if self._tracked_mask(i):
                 self._guard_shape(r)
             return r
         if self.deep_tracked(i):
-            if isinstance(a, np.ndarray):
-                r = self.record(operator.getitem, (a, i), {}, a[i])
-                if _is_mask_index(i):
-                    self._guard_shape(r)
-                return r
             for part in (i if type(i) is tuple else (i,)):
                 if self.is_tracked(part):
-                    self._guard_value(part)
-        return a[i]
+                    self.guard_value(part)
+        r = a[i]
+        if ta is np.ndarray and isinstance(r, np.ndarray) and r.base is not None:
+            self._note_untracked_view(r, a, i)  # a later write through it must reach `a`
+        return r
 
     def setitem(self, a: Any, i: Any, v: Any) -> None:
         ta = type(a)
         if ta not in _FAST and ta not in _CONTAINER_FAST and self._is_pyclass(ta):
-            f = self._dunder(ta, "__setitem__")
+            f = self.dunder(ta, "__setitem__")
             if isinstance(f, types.FunctionType):
                 self.call(f, (a, i, v), {})
                 return
-        if isinstance(a, np.ndarray) and (id(a) in self.vars or self.deep_tracked(v) or self.deep_tracked(i)):
+        if isinstance(a, np.ndarray) and (self.deep_tracked(v) or self.deep_tracked(i) or
+                                          self.touches_traced_memory(a)):
+            d = self.derived.get(id(v))
+            if d is not None and d[0] is operator.getitem and d[3] is a and _same_index(d[1][1], i):
+                a[i] = v  # `a[i] += b` stores the view of a[i] back: its update is already written back
+                return
             from . import ops as irad_ops
             before = self.before_mutation(a, "a[i] = v")
             atoms = ((before, self.atom(i), self.atom(v)), {})
@@ -466,7 +648,7 @@ class Tracer:
         if self.deep_tracked(i) and not isinstance(a, np.ndarray):
             for part in (i if type(i) is tuple else (i,)):
                 if self.is_tracked(part):
-                    self._guard_value(part)
+                    self.guard_value(part)
         a[i] = v
 
     def rows(self, a: np.ndarray) -> list[Any]:
@@ -475,13 +657,16 @@ class Tracer:
         return [self.getitem(a, k) for k in range(a.shape[0])]
 
     def iterable(self, v: Any) -> Any:
+        """What iterating over ``v`` should iterate: rows of a traced array, a user ``__iter__``."""
         if id(v) in self.vars and isinstance(v, np.ndarray):
             return self.rows(v)
         tv = type(v)
         if tv not in _FAST and tv not in _CONTAINER_FAST and self._is_pyclass(tv):
-            f = self._dunder(tv, "__iter__")
+            f = self.dunder(tv, "__iter__")
             if isinstance(f, types.FunctionType):
                 return self.call(f, (v,), {})
+            if f is None and isinstance(self.dunder(tv, "__getitem__"), types.FunctionType):
+                return _sequence_iter(v)
         return v
 
     # ---- attributes -----------------------------------------------------------------------
@@ -502,21 +687,55 @@ class Tracer:
             if name == "imag":
                 return self.call_prim(np.imag, (o,), {})
             if name == "flat":
-                raise self._unsupported("the .flat iterator of a traced array", "use a.ravel() instead")
-            return getattr(o, name)
+                raise self.unsupported("the .flat iterator of a traced array", "use a.ravel() instead")
+            r = getattr(o, name)
+            if callable(r) or isinstance(o, _TRACKED_TYPES):
+                return r
+            return self.record(builtins.getattr, (o, name), {}, r)  # data attribute of an opaque value
         if to not in _FAST and self._is_pyclass(to):
-            d = self._dunder(to, name)
+            d = self.dunder(to, name)
             if isinstance(d, property) and isinstance(d.fget, types.FunctionType):
                 return self.call(d.fget, (o,), {})
             if isinstance(d, functools.cached_property) and name not in getattr(o, "__dict__", {}):
                 val = self.call(d.func, (o,), {})
                 o.__dict__[name] = val
                 return val
+            try:
+                return getattr(o, name)
+            except AttributeError:
+                ga = self.dunder(to, "__getattr__")
+                if isinstance(ga, types.FunctionType):
+                    return self.call(ga, (o, name), {})
+                raise
         return getattr(o, name)
 
-    def _unsupported(self, what: str, hint: str) -> UnsupportedError:
+    def setattr(self, o: Any, name: str, v: Any) -> None:
+        to = type(o)
+        if to not in _FAST and to is not types.ModuleType and self._is_pyclass(to):
+            d = self.dunder(to, name)
+            if isinstance(d, property) and isinstance(d.fset, types.FunctionType):
+                self.call(d.fset, (o, v), {})
+                return
+            sa = self.dunder(to, "__setattr__")
+            if isinstance(sa, types.FunctionType):
+                self.call(sa, (o, name, v), {})
+                return
+        setattr(o, name, v)
+
+    def unsupported(self, what: str, hint: str) -> UnsupportedError:
         loc = self.loc()
         return UnsupportedError(f"{what} cannot be traced", loc.long if loc else "", hint)
+
+    # ---- with-blocks ----------------------------------------------------------------------
+
+    def context(self, mgr: Any) -> Any:
+        """The object a ``with`` statement enters: user ``__enter__``/``__exit__`` run traced."""
+        if not self.is_pyobject(mgr):
+            return mgr
+        enter, exit_ = self.dunder(type(mgr), "__enter__"), self.dunder(type(mgr), "__exit__")
+        if not isinstance(enter, types.FunctionType) and not isinstance(exit_, types.FunctionType):
+            return mgr
+        return _TracedContext(mgr, enter, exit_)
 
     # ---- calls ----------------------------------------------------------------------------
 
@@ -531,7 +750,11 @@ class Tracer:
             return self.call_prim(f, args, kwargs)
         if tf is functools.partial:
             return self.call(f.func, f.args + args, {**f.keywords, **kwargs})
-        special = _SPECIAL.get(id(f))
+        if f in _DUNDER_IDS and args and self.is_pyobject(args[0]):
+            r = run_dunder_builtin(self, f, args, kwargs)
+            if r is not NotImplemented:
+                return r
+        special = SPECIAL.get(id(f))
         if special is not None and special[0] is f:
             return special[1](self, args, kwargs)
         if isinstance(f, type):
@@ -539,7 +762,7 @@ class Tracer:
                 return self.construct(f, args, kwargs)
             return self.call_prim(f, args, kwargs)
         if tf not in _FAST and self._is_pyclass(tf):
-            d = self._dunder(tf, "__call__")
+            d = self.dunder(tf, "__call__")
             if isinstance(d, types.FunctionType):
                 return self.call_python(d, (f,) + args, kwargs)
         if tf is staticmethod or tf is classmethod:
@@ -554,14 +777,14 @@ class Tracer:
 
     def construct(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         new = cls.__new__
-        if isinstance(self._dunder(cls, "__new__"), (types.FunctionType, staticmethod)):
+        if isinstance(self.dunder(cls, "__new__"), (types.FunctionType, staticmethod)):
             obj = self.call(new, (cls,) + args, kwargs)
         elif new is object.__new__:
             obj = object.__new__(cls)
         else:
             obj = new(cls, *args, **kwargs)
         if isinstance(obj, cls):
-            init = self._dunder(cls, "__init__")
+            init = self.dunder(cls, "__init__")
             if isinstance(init, types.FunctionType):
                 self.call_python(init, (obj,) + args, kwargs)
             elif init is not None and init is not object.__init__:
@@ -570,21 +793,25 @@ class Tracer:
 
     def call_prim(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call into code irad does not trace through: record it if traced values flow in."""
-        if f in _STATIC_FUNCS if _hashable(f) else False:
-            return f(*args, **kwargs)  # depends on shapes and dtypes only
         owner = getattr(f, "__self__", None)
+        if kwargs.get("key") is not None and not _is_numpy_callable(f):
+            kwargs = {**kwargs, "key": callback(kwargs["key"])}
         tracked = self.deep_tracked(args) or self.deep_tracked(kwargs) or id(owner) in self.vars
         impure = is_impure(f)
         if not tracked and not impure:
+            if _is_numpy_callable(f) and any(self.is_pyobject(a) for a in args):
+                args = tuple(self._array_of(a) for a in args)
+                if self.deep_tracked(args):
+                    return self.call_prim(f, args, kwargs)
             return f(*args, **kwargs)
-        if isinstance(owner, _CONTAINERS) and not impure:
+        if (isinstance(owner, _MUTABLE_CONTAINERS) and not impure) or f in _TRANSPARENT:
             return f(*args, **kwargs)  # list.append(x) & co keep object identity
         if isinstance(f, (types.BuiltinMethodType, types.MethodWrapperType)) and owner is not None and \
                 id(owner) in self.vars:
             return self.call_method(owner, f.__name__, args, kwargs)
         if isinstance(owner, np.ufunc) and getattr(f, "__name__", "") == "at":
-            return _ufunc_at(owner)(self, args, kwargs)
-        mut = _MUTATORS.get(id(f))
+            return ufunc_at(owner)(self, args, kwargs)
+        mut = MUTATORS.get(id(f))
         if mut is not None and mut[0] is f:
             return mut[1](self, args, kwargs)
         if "out" in kwargs and kwargs["out"] is not None:
@@ -599,15 +826,23 @@ class Tracer:
                 self._guard_shape(x)
         return r
 
+    def _array_of(self, a: Any) -> Any:
+        """A user object handed to numpy: run its Python ``__array__`` traced."""
+        if self.is_pyobject(a):
+            d = self.dunder(type(a), "__array__")
+            if isinstance(d, types.FunctionType):
+                return self.call(d, (a,), {})
+        return a
+
     def _as_array(self, a: Any) -> Any:
         if type(a) in (list, tuple) and self.deep_tracked(a):
             return self.record(np.asarray, (a,), {}, np.asarray(a))
         return a
 
     def call_method(self, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``obj.name(...)`` on a traced numpy value: recorded with the unbound method."""
+        """``obj.name(...)`` on a traced value: recorded with the unbound method."""
         meth = getattr(type(obj), name)
-        mut = _ARRAY_MUTATORS.get(name)
+        mut = ARRAY_MUTATORS.get(name)
         if mut is not None and isinstance(obj, np.ndarray):
             return mut(self, obj, args, kwargs)
         if "out" in kwargs and kwargs["out"] is not None:
@@ -618,8 +853,8 @@ class Tracer:
         out = kwargs["out"]
         target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
         if not isinstance(target, np.ndarray):
-            raise self._unsupported(f"{registry.qualname(f)}(..., out=...) with several outputs",
-                                    "assign the result instead of passing out=")
+            raise self.unsupported(f"{registry.qualname(f)}(..., out=...) with several outputs",
+                                   "assign the result instead of passing out=")
         rest = {k: v for k, v in kwargs.items() if k != "out"}
         before = self.before_mutation(target, f"{registry.qualname(f)}(out=...)")
         atoms = (tuple(before if a is target else self.atom(a) for a in args),
@@ -636,34 +871,36 @@ class Tracer:
         return Graph(self.name, inputs, tuple(self.ops), outs, in_tree, out_tree, statics)
 
 
-_OP_NAMES = [registry.qualname(f) for f in hooks.OUT_OF_PLACE]
-#: functions of shapes and dtypes only: never recorded, never guarded (shapes are static)
-_STATIC_FUNCS = {np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealobj, np.result_type, np.can_cast,
-                 np.isscalar, np.iterable, np.min_scalar_type, np.promote_types, builtins.len, builtins.isinstance,
-                 builtins.type, builtins.id, builtins.callable, builtins.hasattr, builtins.issubclass}
+_DUNDER_IDS = frozenset(DUNDER_BUILTINS)
 
 
-def _hashable(x: Any) -> bool:
-    try:
-        hash(x)
-        return True
-    except TypeError:
-        return False
-_LOCS: dict[tuple[int, int], Loc] = {}  # keyed by instrumented code objects, which stay alive
+def _sequence_iter(obj: Any) -> Any:
+    """Iteration through ``__getitem__`` (the old sequence protocol), each item fetched traced."""
+    i = 0
+    while True:
+        try:
+            x = hooks.h_getitem(obj, i)
+        except IndexError:
+            return
+        yield x
+        i += 1
 
 
-def _is_one_of(x: Any, items: Any) -> bool:
-    for a in items:
-        if a is x:
-            return True
-    return False
+class _TracedContext:
+    """Stands in for a user context manager so that its ``__enter__``/``__exit__`` run traced."""
 
+    __slots__ = ("mgr", "enter", "exit")
 
-def _is_mask_index(i: Any) -> bool:
-    for part in (i if type(i) is tuple else (i,)):
-        if isinstance(part, np.ndarray) and part.dtype == np.bool_:
-            return True
-    return False
+    def __init__(self, mgr: Any, enter: Any, exit_: Any) -> None:
+        self.mgr, self.enter, self.exit = mgr, enter, exit_
+
+    def __enter__(self) -> Any:
+        t = hooks.STATE.tracer
+        return self.enter(self.mgr) if t is None else t.call(self.enter, (self.mgr,), {})
+
+    def __exit__(self, *exc: Any) -> Any:
+        t = hooks.STATE.tracer
+        return self.exit(self.mgr, *exc) if t is None else t.call(self.exit, (self.mgr,) + exc, {})
 
 
 def _is_numpy_callable(f: Any) -> bool:
@@ -674,7 +911,7 @@ def _is_numpy_callable(f: Any) -> bool:
 
 
 def _instrument_callbacks(a: Any) -> Any:
-    """Python callbacks handed to C code (map, sorted(key=...)) run instrumented."""
+    """Python callbacks handed to C code run instrumented."""
     if type(a) is types.FunctionType and id(a.__code__) not in INSTRUMENTED:
         return instrument_function(a)
     return a
@@ -682,155 +919,6 @@ def _instrument_callbacks(a: Any) -> Any:
 
 _FAST = frozenset({float, int, bool, complex, np.ndarray, np.float64, np.float32, np.int64, str, type(None)})
 _CONTAINER_FAST = frozenset({list, tuple, dict, set, str, range})
-
-
-# ---- special builtins -----------------------------------------------------------------------
-
-def _sum(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    it = args[0]
-    start = args[1] if len(args) > 1 else kwargs.get("start", 0)
-    items = t.rows(it) if t.is_tracked(it) and isinstance(it, np.ndarray) else list(it)
-    acc = start
-    for x in items:
-        acc = t.binop(acc, x, 0)
-    return acc
-
-
-def _minmax(fn: Any) -> Callable[[Tracer, tuple[Any, ...], dict[str, Any]], Any]:
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        items = args
-        if len(args) == 1:
-            it = args[0]
-            items = tuple(t.rows(it) if t.is_tracked(it) and isinstance(it, np.ndarray) else it)
-        if not t.deep_tracked(items):
-            return fn(*args, **kwargs)
-        if kwargs:
-            raise t._unsupported(f"{fn.__name__}(..., key=/default=) over traced values",
-                                 "use np.max/np.min or write the comparison explicitly")
-        return t.record(fn, items, {}, fn(*items))
-    return run
-
-
-def _iter_consumer(fn: Any) -> Callable[[Tracer, tuple[Any, ...], dict[str, Any]], Any]:
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        conv = tuple(t.rows(a) if t.is_tracked(a) and isinstance(a, np.ndarray) else _instrument_callbacks(a)
-                     for a in args)
-        return fn(*conv, **kwargs)
-    return run
-
-
-def _sorted(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    items = list(t.rows(args[0]) if t.is_tracked(args[0]) and isinstance(args[0], np.ndarray) else args[0])
-    if t.deep_tracked(items):
-        raise t._unsupported("sorted() of traced values", "use np.sort, whose gradient irad knows")
-    return sorted(items, **{k: _instrument_callbacks(v) for k, v in kwargs.items()})
-
-
-def _range(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    for a in args:
-        if t.is_tracked(a):
-            t._guard_value(a)
-    return range(*args)
-
-
-def _getattr_builtin(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if len(args) == 3:
-        try:
-            return t.getattr(args[0], args[1])
-        except AttributeError:
-            return args[2]
-    return t.getattr(*args)
-
-
-_SPECIAL: dict[int, tuple[Any, Callable[..., Any]]] = {
-    id(f): (f, h) for f, h in [
-        (builtins.sum, _sum), (builtins.min, _minmax(builtins.min)), (builtins.max, _minmax(builtins.max)),
-        (builtins.sorted, _sorted), (builtins.range, _range), (builtins.getattr, _getattr_builtin),
-        *[(f, _iter_consumer(f)) for f in _ITER_CONSUMERS],
-    ]
-}
-
-
-# ---- mutating calls -------------------------------------------------------------------------
-
-def _copyto(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from . import ops as irad_ops
-    dst, src = args[0], args[1]
-    if kwargs or len(args) > 2:
-        raise t._unsupported("np.copyto with casting/where", "use np.where and assignment")
-    before = t.before_mutation(dst, "np.copyto")
-    atoms = ((before, t.atom(src)), {})
-    np.copyto(dst, src)
-    t.rebind(dst, irad_ops.copyto, atoms)
-
-
-def _fill_diagonal(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from . import ops as irad_ops
-    a, v = args[0], args[1]
-    before = t.before_mutation(a, "np.fill_diagonal")
-    atoms = ((before, t.atom(v)), {k: t.atom(x) for k, x in kwargs.items()})
-    np.fill_diagonal(a, v, **kwargs)
-    t.rebind(a, irad_ops.fill_diagonal, atoms)
-
-
-def _ufunc_at(ufunc: Any) -> Callable[..., Any]:
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        from . import ops as irad_ops
-        if ufunc is not np.add:
-            raise t._unsupported(f"np.{ufunc.__name__}.at", "use np.add.at or an out-of-place form")
-        a, idx, v = args
-        before = t.before_mutation(a, "np.add.at")
-        atoms = ((before, t.atom(idx), t.atom(v)), {})
-        np.add.at(a, idx, v)
-        t.rebind(a, irad_ops.add_at, atoms)
-    return run
-
-
-def _unsupported_mutator(name: str) -> Callable[..., Any]:
-    def run(t: Tracer, *rest: Any) -> Any:
-        raise t._unsupported(f"the in-place function {name} on traced values",
-                             "write the update out of place (e.g. with np.where or a[i] = v)")
-    return run
-
-
-_MUTATORS: dict[int, tuple[Any, Callable[..., Any]]] = {
-    id(f): (f, h) for f, h in [
-        (np.copyto, _copyto), (np.fill_diagonal, _fill_diagonal),
-        (np.put, _unsupported_mutator("np.put")), (np.place, _unsupported_mutator("np.place")),
-        (np.putmask, _unsupported_mutator("np.putmask")),
-        (np.put_along_axis, _unsupported_mutator("np.put_along_axis")),
-    ]
-}
-
-
-def _array_fill(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    from . import ops as irad_ops
-    before = t.before_mutation(a, "a.fill")
-    atoms = ((before, t.atom(args[0])), {})
-    a.fill(args[0])
-    t.rebind(a, irad_ops.fill, atoms)
-
-
-def _array_sort(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    before = t.before_mutation(a, "a.sort")
-    axis = args[0] if args else kwargs.get("axis", -1)
-    atoms = ((before,), {"axis": const(axis)})
-    a.sort(*args, **kwargs)
-    t.rebind(a, np.sort, atoms)
-
-
-def _array_unsupported(name: str) -> Callable[..., Any]:
-    def run(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        raise t._unsupported(f"the in-place method a.{name}() on a traced array",
-                             "write the update out of place")
-    return run
-
-
-_ARRAY_MUTATORS: dict[str, Callable[..., Any]] = {
-    "fill": _array_fill, "sort": _array_sort,
-    **{n: _array_unsupported(n) for n in ("put", "itemset", "resize", "partition", "setfield", "byteswap",
-                                          "setflags")},
-}
 
 
 # ---- entry point ----------------------------------------------------------------------------
@@ -865,15 +953,14 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         else:
             new_leaves.append(x)
             statics.append((i, x))
-    from .pytree import unflatten
     targs, tkwargs = unflatten(in_tree, new_leaves)
     prev = hooks.STATE.tracer
     hooks.STATE.tracer = t
     try:
         result = t.call(f, tuple(targs), dict(tkwargs))
+        g = t.graph(tuple(inputs), result, in_tree, tuple(statics))
     finally:
         hooks.STATE.tracer = prev
-    g = t.graph(tuple(inputs), result, in_tree, tuple(statics))
     return g, t, result
 
 
@@ -885,4 +972,3 @@ def trace(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             return trace_values(f, a, k)[0]
         return curried
     return trace_values(f, args, kwargs)[0]
-

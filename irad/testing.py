@@ -1,0 +1,329 @@
+"""Testing helpers: check a reverse rule against finite differences (like ChainRulesTestUtils).
+
+``check_rule(np.tanh, x)`` looks up the rule, checks that its forward computes ``fn``, draws a
+random output cotangent ``ybar`` and, for every differentiable positional argument, compares
+``<xbar, v>`` with a central difference of ``<ybar, fn(x + t v)>`` in a random direction ``v``.
+Inner products are real: ``<a, b> = Re(sum(conj(a) * b))``, so complex arguments are checked
+with irad's convention (the cotangent of ``x`` is ``ybar * conj(dy/dx)``).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+import numpy as np
+
+from . import pytree
+from .ops import sum_to
+from .rules import lookup, qualname
+from .rules.registry import Rule
+
+__all__ = ["check_rule", "numerical_vjp", "inner", "random_like", "perturb"]
+
+
+# ---- values ----------------------------------------------------------------------------------
+
+
+def _is_leaf_float(x: Any) -> bool:
+    if isinstance(x, (bool, np.bool_)):
+        return False
+    if isinstance(x, (float, complex, np.inexact)):
+        return True
+    return isinstance(x, np.ndarray) and x.dtype.kind in "fc"
+
+
+def _none_leaf(x: Any) -> bool:
+    return x is None
+
+
+def _flatten(x: Any) -> tuple[list[Any], Any]:
+    """Flatten keeping ``None`` as a leaf (a zero cotangent)."""
+    return pytree.flatten(x, is_leaf=_none_leaf)
+
+
+def _leaves(x: Any) -> list[Any]:
+    return _flatten(x)[0]
+
+
+def _has_float(x: Any) -> bool:
+    return any(_is_leaf_float(v) for v in _leaves(x))
+
+
+def _rand_leaf(x: Any, rng: np.random.Generator) -> Any:
+    """A random value of ``x``'s type and shape (zero for non-float leaves)."""
+    if x is None:
+        return None
+    if not _is_leaf_float(x):
+        if isinstance(x, np.ndarray):
+            return np.zeros_like(x)
+        return type(x)(0) if isinstance(x, (int, float, complex, np.number)) else x
+    shape = np.shape(x)
+    cplx = np.iscomplexobj(x)
+    v = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if cplx else 0)
+    if isinstance(x, np.ndarray):
+        return np.asarray(v, dtype=x.dtype)
+    if isinstance(x, np.generic):
+        return type(x)(v)
+    return complex(v) if cplx else float(v)
+
+
+def random_like(x: Any, rng: np.random.Generator) -> Any:
+    """A random value with the structure, types and shapes of ``x`` (zeros for integers)."""
+    leaves, tree = _flatten(x)
+    return pytree.unflatten(tree, [_rand_leaf(v, rng) for v in leaves])
+
+
+def _axpy(x: Any, t: float, v: Any) -> Any:
+    """``x + t * v`` keeping ``x``'s type (Python float, numpy scalar, 0-d or nd array)."""
+    if not _is_leaf_float(x):
+        return x
+    if isinstance(x, np.ndarray):
+        return np.array(x + t * v, dtype=x.dtype)
+    if isinstance(x, np.generic):
+        return type(x)(x + t * v)
+    return type(x)(x + t * v)
+
+
+def perturb(x: Any, t: float, v: Any) -> Any:
+    """``x + t * v`` leaf by leaf (``v`` has ``x``'s structure)."""
+    xs, tree = _flatten(x)
+    vs = _leaves(v)
+    return pytree.unflatten(tree, [_axpy(a, t, b) for a, b in zip(xs, vs)])
+
+
+def inner(a: Any, b: Any) -> float:
+    """``Re(sum(conj(a) * b))`` over matching pytrees (``None`` leaves count as zero)."""
+    la, lb = _leaves(a), _leaves(b)
+    if len(la) != len(lb):
+        raise AssertionError(f"structures differ: {len(la)} vs {len(lb)} leaves")
+    total = 0.0
+    for x, y in zip(la, lb):
+        if x is None or y is None or not (_is_leaf_float(x) or _is_leaf_float(y)):
+            continue
+        total += float(np.real(np.sum(np.conj(np.asarray(x)) * np.asarray(y))))
+    return total
+
+
+def _cot_leaves(arg: Any, cot: Any, where: str) -> list[Any]:
+    """The cotangent of each leaf of ``arg``: summed to the leaf's shape, real for real leaves."""
+    if isinstance(arg, (list, tuple)) and not _is_leaf_float(arg):
+        if cot is None:
+            return [None] * len(_leaves(arg))
+        if not isinstance(cot, (list, tuple)) or len(cot) != len(arg):
+            raise AssertionError(f"{where}: the argument is a {type(arg).__name__} of {len(arg)} "
+                                 f"items, its cotangent is {type(cot).__name__} {cot!r:.80}")
+        out: list[Any] = []
+        for i, (a, c) in enumerate(zip(arg, cot)):
+            out += _cot_leaves(a, c, f"{where}[{i}]")
+        return out
+    if isinstance(arg, dict) or not _is_leaf_float(arg) or cot is None:
+        return [None] * len(_leaves(arg))
+    shape = np.shape(arg)
+    try:
+        c = sum_to(np.asarray(cot), shape)
+    except ValueError as e:
+        raise AssertionError(f"{where}: cotangent of shape {np.shape(cot)} cannot be summed to "
+                             f"the argument's shape {shape}: {e}") from None
+    if np.shape(c) != shape:
+        raise AssertionError(f"{where}: cotangent has shape {np.shape(c)} after summing to "
+                             f"{shape}")
+    if not np.iscomplexobj(arg):
+        c = np.real(c)
+    return [c]
+
+
+# ---- comparisons -----------------------------------------------------------------------------
+
+
+def _same_value(y: Any, expected: Any, name: str) -> None:
+    ly, ty = pytree.flatten(y)
+    le, te = pytree.flatten(expected)
+    if ty != te:
+        raise AssertionError(f"{name}: the rule's forward returns structure {ty}, "
+                             f"the function {te}")
+    for i, (a, b) in enumerate(zip(ly, le)):
+        if type(a) is not type(b):
+            raise AssertionError(f"{name}: output leaf {i} is {type(a).__name__} from the rule, "
+                                 f"{type(b).__name__} from the function")
+        if isinstance(b, (np.ndarray, np.generic, float, complex, int)):
+            if np.shape(a) != np.shape(b) or np.result_type(a) != np.result_type(b):
+                raise AssertionError(f"{name}: output leaf {i} is {np.result_type(a)}"
+                                     f"{list(np.shape(a))} from the rule, {np.result_type(b)}"
+                                     f"{list(np.shape(b))} from the function")
+            if not np.array_equal(a, b, equal_nan=np.result_type(b).kind in "fc"):
+                raise AssertionError(f"{name}: the rule's forward value differs from the function")
+
+
+def _snapshot(args: Any) -> Any:
+    return copy.deepcopy(args)
+
+
+def _unchanged(before: Any, after: Any) -> bool:
+    lb, la = _leaves(before), _leaves(after)
+    for a, b in zip(lb, la):
+        if isinstance(a, np.ndarray):
+            if not np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"):
+                return False
+    return True
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, np.ndarray):
+        return f"{x.dtype}{list(x.shape)}"
+    return type(x).__name__
+
+
+# ---- the checks ------------------------------------------------------------------------------
+
+
+def numerical_vjp(f: Callable[..., Any], args: tuple[Any, ...], ybar: Any, eps: float = 1e-6,
+                  **kwargs: Any) -> tuple[Any, ...]:
+    """Central-difference cotangents of ``<ybar, f(*args)>``, element by element (slow; for
+    debugging a rule).  Non-float arguments get ``None``; a complex element gets
+    ``d/dRe + 1j d/dIm``."""
+    out: list[Any] = []
+    for i, a in enumerate(args):
+        leaves, tree = _flatten(a)
+        cots: list[Any] = []
+        for j, leaf in enumerate(leaves):
+            if not _is_leaf_float(leaf):
+                cots.append(None)
+                continue
+            flat = np.zeros(np.size(leaf), dtype=complex if np.iscomplexobj(leaf) else float)
+            units = (1.0, 1j) if np.iscomplexobj(leaf) else (1.0,)
+            for k in range(flat.size):
+                for unit in units:
+                    e = np.zeros(flat.size, dtype=flat.dtype)
+                    e[k] = unit
+                    d = np.reshape(e, np.shape(leaf))
+                    vals = []
+                    for t in (eps, -eps):
+                        new = list(leaves)
+                        new[j] = _axpy(leaf, t, d if isinstance(leaf, np.ndarray) else d.item())
+                        aa = list(args)
+                        aa[i] = pytree.unflatten(tree, new)
+                        vals.append(inner(ybar, f(*aa, **kwargs)))
+                    flat[k] += unit * (vals[0] - vals[1]) / (2 * eps)
+            c = flat.reshape(np.shape(leaf))
+            cots.append(c if np.iscomplexobj(leaf) else c.real)
+        out.append(pytree.unflatten(tree, cots))
+    return tuple(out)
+
+
+def check_rule(fn: Any, *args: Any, rule: Rule | None = None, order: int = 1, rtol: float = 1e-5,
+               atol: float = 1e-7, eps: float = 1e-6, seed: int = 0, ybar: Any = None,
+               **kwargs: Any) -> None:
+    """Check the reverse rule of ``fn`` at ``fn(*args, **kwargs)``; raise AssertionError if wrong.
+
+    Checks: the forward equals ``fn``; neither pass mutates its inputs; the backward returns one
+    cotangent per positional argument, deterministically; each cotangent, summed to its
+    argument's shape, satisfies ``<xbar, v> == d/dt <ybar, fn(.., x + t v, ..)>`` for a random
+    ``v``.  ``ybar`` overrides the random output cotangent (a tuple for container outputs).
+    ``order=2`` also differentiates the backward with ``irad.vjp`` (needs the transform).
+    """
+    name = qualname(fn)
+    rule = rule if rule is not None else lookup(fn, args)
+    if rule is None:
+        raise AssertionError(f"no reverse rule for {name}")
+    rng = np.random.default_rng(seed)
+    before = _snapshot(args)
+    y, state = rule.fwd(*args, **kwargs)
+    if not _unchanged(before, args):
+        raise AssertionError(f"{name}: the rule's forward mutated its arguments")
+    _same_value(y, fn(*before, **kwargs), name)
+
+    yleaves, ytree = pytree.flatten(y)
+    container = ytree.kind != "leaf"
+    if ybar is None:
+        bar = [_rand_leaf(v, rng) for v in yleaves]
+        ybar = tuple(bar) if container else bar[0]
+    ybar_copy = _snapshot(ybar)
+    cots = rule.bwd(state, ybar)
+    if not isinstance(cots, tuple):
+        raise AssertionError(f"{name}: the pullback must return a tuple, got {type(cots).__name__}")
+    if len(cots) != len(args):
+        raise AssertionError(f"{name}: the pullback returned {len(cots)} cotangents for "
+                             f"{len(args)} positional arguments")
+    if not _unchanged(ybar_copy, ybar) or not _unchanged(before, args):
+        raise AssertionError(f"{name}: the pullback mutated ybar or the arguments")
+    again = rule.bwd(state, ybar)
+    for i, (c1, c2) in enumerate(zip(cots, again)):
+        for a, b in zip(_leaves(c1), _leaves(c2)):
+            if (a is None) != (b is None) or (a is not None and not np.array_equal(a, b, equal_nan=True)):
+                raise AssertionError(f"{name}: a second pullback call gives another cotangent "
+                                     f"for argument {i} (state mutated?)")
+    ybar_tree = pytree.unflatten(ytree, list(ybar)) if container else ybar
+
+    def phi(i: int, t: float, v: Any) -> float:
+        aa = list(before)
+        aa[i] = perturb(before[i], t, v)
+        return inner(ybar_tree, fn(*aa, **kwargs))
+
+    for i, a in enumerate(before):
+        if not _has_float(a):
+            continue
+        where = f"{name}: cotangent of argument {i} ({_fmt(a)})"
+        cl = _cot_leaves(a, cots[i], where)
+        v = random_like(a, rng)
+        lhs = inner(cl, _leaves(v))
+        rhs = (phi(i, eps, v) - phi(i, -eps, v)) / (2 * eps)
+        if not np.isfinite(lhs) or abs(lhs - rhs) > atol + rtol * max(abs(lhs), abs(rhs)):
+            raise AssertionError(f"{where} disagrees with finite differences: <xbar, v> = "
+                                 f"{lhs!r}, numerical {rhs!r} (rtol={rtol}, atol={atol}, "
+                                 f"eps={eps})")
+    if order >= 2:
+        _check_second_order(fn, rule, before, kwargs, ybar, rng, name, rtol, atol, eps)
+
+
+def _check_second_order(fn: Any, rule: Rule, args: tuple[Any, ...], kwargs: dict[str, Any],
+                        ybar: Any, rng: np.random.Generator, name: str, rtol: float,
+                        atol: float, eps: float) -> None:
+    """Differentiate ``args -> <bwd(fwd(args), ybar), w>`` with irad and with differences."""
+    import importlib
+    irad = importlib.import_module("irad")
+    vjp = getattr(irad, "vjp", None)
+    if vjp is None:
+        raise NotImplementedError("check_rule(order=2) needs irad.vjp (the reverse-mode transform)")
+    probe = rule.bwd(rule.fwd(*args, **kwargs)[1], ybar)
+    ws = [random_like(_materialise(c, a), rng) if _has_float(a) else None
+          for c, a in zip(probe, args)]
+
+    def h(*xs: Any) -> Any:
+        cs = rule.bwd(rule.fwd(*xs, **kwargs)[1], ybar)
+        total = 0.0
+        for c, a, w in zip(cs, xs, ws):
+            if w is not None and c is not None:
+                total = total + _pair(c, w)
+        return total
+
+    val, pb = vjp(h, *args)
+    grads = pb(1.0)
+    for i, a in enumerate(args):
+        if not _has_float(a):
+            continue
+        v = random_like(a, rng)
+        aa_p, aa_m = list(args), list(args)
+        aa_p[i], aa_m[i] = perturb(a, eps, v), perturb(a, -eps, v)
+        rhs = (float(np.real(h(*aa_p))) - float(np.real(h(*aa_m)))) / (2 * eps)
+        lhs = inner(_cot_leaves(a, grads[i], name), _leaves(v))
+        if abs(lhs - rhs) > atol + rtol * max(abs(lhs), abs(rhs)):
+            raise AssertionError(f"{name}: second order, argument {i}: irad gives {lhs!r}, "
+                                 f"finite differences {rhs!r}")
+
+
+def _materialise(c: Any, a: Any) -> Any:
+    return c if c is not None else a
+
+
+def _pair(c: Any, w: Any) -> Any:
+    """``Re(sum(conj(w) * c))`` written with plain numpy, so that irad can trace it."""
+    if isinstance(c, (list, tuple)):
+        total = 0.0
+        for ci, wi in zip(c, w):
+            if ci is not None and wi is not None:
+                total = total + _pair(ci, wi)
+        return total
+    return np.real(np.sum(np.conj(w) * c))
+
+
+# ---- whole-function checks (check_grads) ----
