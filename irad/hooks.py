@@ -90,11 +90,12 @@ def h_unary(a: Any, name: str) -> Any:
     return t.unary(a, name)
 
 
-def h_truth(v: Any) -> Any:
+def h_truth(v: Any, keep: int) -> Any:
+    """Before a truth test; ``keep``: the instruction needs ``v`` itself (3.11 JUMP_IF_*_OR_POP)."""
     t = STATE.tracer
-    if t is not None and id(v) in t.vars:
-        t.truth(v)
-    return v
+    if t is None or type(v) is bool:
+        return v
+    return t.truth_test(v, keep)
 
 
 def h_iter(v: Any) -> Any:
@@ -109,6 +110,50 @@ def h_unpack(v: Any) -> Any:
     if t is None:
         return v
     return t.iterable(v)
+
+
+def h_setattr(v: Any, o: Any, name: str) -> None:
+    t = STATE.tracer
+    if t is None:
+        setattr(o, name, v)
+    else:
+        t.setattr(o, name, v)
+
+
+def h_with(mgr: Any) -> Any:
+    t = STATE.tracer
+    return mgr if t is None else t.context(mgr)
+
+
+_CONVERSIONS: list[Any] = [None, str, repr, ascii]
+
+
+def h_format(v: Any, spec: Any, conv: int) -> Any:
+    """``f"{v!conv:spec}"`` (FORMAT_VALUE; 3.13: CONVERT_VALUE, FORMAT_SIMPLE, FORMAT_WITH_SPEC)."""
+    t = STATE.tracer
+    if t is None:
+        if conv:
+            v = _CONVERSIONS[conv](v)
+        return format(v, spec)
+    return t.format_value(v, spec, conv)
+
+
+def h_format_simple(v: Any, conv: int) -> Any:
+    return h_format(v, "", conv)
+
+
+def h_convert(v: Any, conv: int) -> Any:
+    t = STATE.tracer
+    if t is None:
+        return _CONVERSIONS[conv](v)
+    return t.call(_CONVERSIONS[conv], (v,), {})
+
+
+def h_build_string(*pieces: Any) -> str:
+    t = STATE.tracer
+    if t is None:
+        return "".join(pieces)
+    return t.build_string(pieces)  # type: ignore[no-any-return]
 
 
 def h_getattr(o: Any, name: str) -> Any:
@@ -138,7 +183,9 @@ def h_call_ex(f: Any, args: Any, kwargs: Any) -> Any:
     t = STATE.tracer
     if t is None:
         return f(*args, **(kwargs or {}))
-    return t.call(f, tuple(args), dict(kwargs) if kwargs else {})
+    if type(args) is not tuple:
+        args = tuple(t.iterable(args))
+    return t.call(f, args, dict(kwargs) if kwargs else {})
 
 
 # ---- frame-sensitive builtins ---------------------------------------------------------------

@@ -198,9 +198,27 @@ def _rewrite(bc: Bytecode) -> Bytecode:
         elif name == "CALL_INTRINSIC_1" and int(arg) == pyver.INTRINSIC_UNARY_POSITIVE:
             out += pyver.hook(hooks.h_unary, 1, ("UNARY_POSITIVE",), loc)
         elif name in pyver.TRUTH_TESTS:
-            out += pyver.hook(hooks.h_truth, 1, (), loc) + [ins]
-        elif name == "GET_ITER":
+            out += pyver.hook(hooks.h_truth, 1, (int(name in pyver.TRUTH_KEEPS_VALUE),), loc) + [ins]
+        elif name in ("GET_ITER", "GET_YIELD_FROM_ITER", "LIST_EXTEND", "SET_UPDATE"):
             out += pyver.hook(hooks.h_iter, 1, (), loc) + [ins]
+        elif name == "STORE_ATTR":
+            out += pyver.hook(hooks.h_setattr, 2, (arg,), loc) + [Instr("POP_TOP", location=loc)]
+        elif name == "BEFORE_WITH":
+            out += pyver.hook(hooks.h_with, 1, (), loc) + [ins]
+        elif name == "FORMAT_VALUE":  # 3.11/3.12: low bits = conversion, bit 2 = a spec is on the stack
+            flags = int(arg)
+            if flags & 4:
+                out += pyver.hook(hooks.h_format, 2, (flags & 3,), loc)
+            else:
+                out += pyver.hook(hooks.h_format_simple, 1, (flags & 3,), loc)
+        elif name == "CONVERT_VALUE":
+            out += pyver.hook(hooks.h_convert, 1, (int(arg),), loc)
+        elif name == "FORMAT_SIMPLE":
+            out += pyver.hook(hooks.h_format_simple, 1, (0,), loc)
+        elif name == "FORMAT_WITH_SPEC":
+            out += pyver.hook(hooks.h_format, 2, (0,), loc)
+        elif name == "BUILD_STRING" and int(arg) > 0:
+            out += pyver.hook(hooks.h_build_string, int(arg), (), loc)
         elif name in ("UNPACK_SEQUENCE", "UNPACK_EX"):
             out += pyver.hook(hooks.h_unpack, 1, (), loc) + [ins]
         elif pyver.is_method_load(ins):

@@ -149,10 +149,7 @@ class Const:
     origin: str = ""
 
     def _key(self) -> Any:
-        v = self.value
-        if isinstance(v, (np.ndarray, np.generic)) or not _hashable(v):
-            return ("id", id(v))
-        return (type(v), v)
+        return _const_key(self.value)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Const) and self._key() == other._key()
@@ -166,6 +163,19 @@ class Const:
     @property
     def is_array(self) -> bool:
         return isinstance(self.value, np.ndarray)
+
+
+def _const_key(v: Any) -> Any:
+    """Equality of constants: by type and value; arrays and other mutable values by identity.
+    Slices and tuples are compared structurally (slices are unhashable before 3.12)."""
+    tv = type(v)
+    if tv is slice:
+        return (slice, _const_key(v.start), _const_key(v.stop), _const_key(v.step))
+    if tv is tuple:
+        return (tuple, tuple(_const_key(x) for x in v))
+    if isinstance(v, (np.ndarray, np.generic)) or not _hashable(v):
+        return ("id", id(v))
+    return (tv, v)
 
 
 def _hashable(v: Any) -> bool:
@@ -319,7 +329,17 @@ class Graph:
 
 
 def _same_static(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
+    """Is ``b`` the static argument ``a`` the graph was traced with?  Objects whose ``==`` is not a
+    plain bool (they hold arrays, say) must be the very same object."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    try:
+        eq = a == b
+        return eq if type(eq) is bool else False
+    except Exception:
+        return False
 
 
 GUARD_PRIMS = frozenset({"irad.ops.guard", "irad.ops.guard_shape"})

@@ -5,13 +5,15 @@ order (the order the user wrote), so a gradient has exactly the structure of its
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 
 @dataclass(frozen=True)
 class TreeDef:
-    """Structure of a pytree: ``kind`` is 'leaf', 'tuple', 'list', 'dict', 'none' or a namedtuple class."""
+    """Structure of a pytree: ``kind`` is 'leaf', 'tuple', 'list', 'dict', 'odict' (an OrderedDict),
+    'none' or a namedtuple class."""
 
     kind: Any
     keys: tuple[Any, ...] = ()
@@ -58,9 +60,9 @@ def _flatten(x: Any, leaves: list[Any], is_leaf: Callable[[Any], bool] | None) -
     if tx is tuple or tx is list:
         kids = tuple(_flatten(c, leaves, is_leaf) for c in x)
         return TreeDef(tx.__name__, tuple(range(len(x))), kids)
-    if tx is dict:
+    if tx is dict or tx is OrderedDict:
         keys = tuple(x)
-        return TreeDef("dict", keys, tuple(_flatten(x[k], leaves, is_leaf) for k in keys))
+        return TreeDef("dict" if tx is dict else "odict", keys, tuple(_flatten(x[k], leaves, is_leaf) for k in keys))
     if x is None:
         return NONE
     if _is_namedtuple(x):
@@ -89,6 +91,8 @@ def _build(t: TreeDef, it: Iterator[Any]) -> Any:
         return kids
     if kind == "dict":
         return dict(zip(t.keys, kids))
+    if kind == "odict":
+        return OrderedDict(zip(t.keys, kids))
     return kind(*kids)  # namedtuple class
 
 

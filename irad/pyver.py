@@ -32,6 +32,9 @@ TRUTH_JUMPS = frozenset(
      "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP")
 )
 
+#: truth tests that leave the tested value itself on the stack (the hook must not replace it by a bool)
+TRUTH_KEEPS_VALUE = frozenset({"JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"})
+
 #: instructions before which a truth test is hooked
 TRUTH_TESTS = frozenset({"TO_BOOL"} if PY313 else {"UNARY_NOT"}) | TRUTH_JUMPS
 

@@ -73,6 +73,21 @@ def _reversed(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return reversed(t.iterable(seq))
 
 
+def _any_all(fn: Any) -> Handler:
+    """``any``/``all``: every truth test made through the tracer (guarded), short-circuiting."""
+    stop_on = fn is builtins.any  # any() stops at the first true item, all() at the first false one
+
+    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        (it,) = args
+        if t.is_tracked(it):  # any(mask) of a traced array: one recorded reduction, one guard
+            return bool(t.record(fn, (it,), {}, fn(it)))
+        for v in t.iterable(it):
+            if bool(t.truth_test(v, 0)) is stop_on:
+                return stop_on
+        return not stop_on
+    return run
+
+
 def _sum(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     start = args[1] if len(args) > 1 else kwargs.get("start", 0)
     acc = start
@@ -143,6 +158,8 @@ def _minmax(fn: Any) -> Handler:
         if key is None and not _needs_tracer(t, items):
             return fn(items)
         if key is None and not any(t.is_pyobject(x) for x in items):
+            if len(items) == 1:
+                return items[0]
             return t.record(fn, tuple(items), {}, fn(*items))  # max(x, y): a primitive with a rule
         keys = [t.call(key, (x,), {}) for x in items] if key is not None else items
         what = f"{fn.__name__}(..., key=...)" if key is not None else f"{fn.__name__}()"
@@ -227,7 +244,7 @@ def run_dunder_builtin(t: Tracer, f: Any, args: tuple[Any, ...], kwargs: dict[st
         return NotImplemented
     for name in DUNDER_BUILTINS[f]:
         d = t.dunder(type(args[0]), name)
-        if d is None:
+        if d is None or d is getattr(object, name, None):
             continue
         if not isinstance(d, types.FunctionType):
             return NotImplemented
@@ -235,7 +252,7 @@ def run_dunder_builtin(t: Tracer, f: Any, args: tuple[Any, ...], kwargs: dict[st
             args = (args[0], "")
         r = t.call(d, args, {})
         if f is builtins.bool:
-            r = t.truth_value(r != 0 if name == "__len__" else r)
+            r = t.truth_value(t.compare(r, 0, 3) if name == "__len__" else r)
         elif f is builtins.float and name == "__index__":
             r = t.call(builtins.float, (r,), {})
         return r
@@ -327,7 +344,7 @@ SPECIAL: dict[int, tuple[Any, Handler]] = _table([
     (builtins.sum, _sum), (builtins.min, _minmax(builtins.min)), (builtins.max, _minmax(builtins.max)),
     (builtins.sorted, _sorted), (builtins.range, _range), (builtins.getattr, _getattr),
     (builtins.hasattr, _hasattr), (builtins.setattr, _setattr), (builtins.len, _len),
-    (builtins.reversed, _reversed),
+    (builtins.reversed, _reversed), (builtins.any, _any_all(builtins.any)), (builtins.all, _any_all(builtins.all)),
     *[(f, _iter_consumer(f)) for f in _ITER_CONSUMERS],
     *[(f, _static(f)) for f in _STATIC],
     *[(f, _callbacks_at(f, pos)) for f, pos in _CALLBACK_TAKERS],

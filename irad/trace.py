@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import functools
 import inspect
+import math
 import operator
 import sys
 import types
@@ -51,14 +52,29 @@ _STATIC_ATTRS = frozenset({"shape", "ndim", "dtype", "size", "itemsize", "nbytes
                            "__class__", "base", "__array_priority__", "__array_interface__", "data", "ctypes"})
 _DATA_SHAPED = {np.nonzero, np.unique, np.argwhere, np.flatnonzero, np.extract, np.compress, np.trim_zeros}
 #: C functions that only store references (never recorded)
-_TRANSPARENT = {object.__setattr__, object.__delattr__, object.__init__, builtins.setattr, builtins.delattr,
-                builtins.id, builtins.print.__class__}
+_TRANSPARENT = [object.__setattr__, object.__delattr__, object.__init__, builtins.setattr, builtins.delattr]
 #: view-making functions whose element mapping the tracer can replay on an index array, so that a
 #: write into the view can be written back into its base
 _STRUCTURAL_VIEWS = {np.transpose, np.ndarray.transpose, np.swapaxes, np.ndarray.swapaxes, np.moveaxis,
                      np.reshape, np.ndarray.reshape, np.ravel, np.ndarray.ravel, np.squeeze, np.ndarray.squeeze,
-                     np.expand_dims, np.flip, np.fliplr, np.flipud, np.asarray, np.asanyarray, np.ndarray.view,
+                     np.expand_dims, np.flip, np.fliplr, np.flipud, np.asarray, np.asanyarray,
                      np.atleast_1d, np.atleast_2d, np.atleast_3d}
+
+
+def _by_id(fns: Any) -> dict[int, Any]:
+    """Membership tables keyed by identity (callables need not be hashable)."""
+    return {id(f): f for f in fns}
+
+
+def _member(f: Any, table: dict[int, Any]) -> bool:
+    return table.get(id(f)) is f
+
+
+_SEQUENCE_FUNCS_ = _by_id(_SEQUENCE_FUNCS)
+_DATA_SHAPED_ = _by_id(_DATA_SHAPED)
+_TRANSPARENT_ = _by_id(_TRANSPARENT)
+_STRUCTURAL_VIEWS_ = _by_id(_STRUCTURAL_VIEWS)
+_DUNDER_BUILTINS_ = _by_id(DUNDER_BUILTINS)
 
 
 def trackable(x: Any) -> bool:
@@ -112,6 +128,7 @@ class Tracer:
         self.next_id = 0
         self.consts: dict[int, Const] = {}
         self._const_roots: set[int] = set()  # id(root) of the memory of array constants
+        self._traced_roots: set[int] = set()  # id(root) of the memory of tracked arrays
         self.views: dict[int, dict[int, np.ndarray]] = {}  # id(root) -> arrays on that memory (views)
         self.derived: dict[int, tuple[Any, tuple[Any, ...], dict[str, Any], np.ndarray]] = {}
         self.stale: dict[int, str] = {}  # id(array) -> the in-place update that changed it behind its Var
@@ -131,8 +148,11 @@ class Tracer:
         self.values[var.id] = obj
         if self.stale:
             self.stale.pop(id(obj), None)
-        if isinstance(obj, np.ndarray) and obj.base is not None:
-            self.views.setdefault(id(_root(obj)), {})[id(obj)] = obj
+        if isinstance(obj, np.ndarray):
+            root = _root(obj)
+            self._traced_roots.add(id(root))
+            if root is not obj:
+                self.views.setdefault(id(root), {})[id(obj)] = obj
 
     def input(self, x: Any, hint: str) -> tuple[Any, Var]:
         """A fresh copy of an argument, tracked as a graph input."""
@@ -325,10 +345,15 @@ class Tracer:
                 self.derived[id(view)] = (fn, args, kwargs, p)
                 return
 
-    def _note_untracked_view(self, view: np.ndarray, base: np.ndarray, index: Any) -> None:
-        self.derived[id(view)] = (operator.getitem, (base, index), {}, base)
-        self.keep.append(view)
-        self.views.setdefault(id(_root(view)), {})[id(view)] = view
+    def _note_untracked_view(self, view: np.ndarray, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """An untracked view of an untracked array: remember how it was made (a write through it
+        must reach its base)."""
+        for p in args:
+            if isinstance(p, np.ndarray) and p is not view and np.may_share_memory(view, p):
+                self.derived[id(view)] = (fn, args, kwargs, p)
+                self.keep.append(view)
+                self.views.setdefault(id(_root(view)), {})[id(view)] = view
+                return
 
     def _refresh(self, x: np.ndarray) -> Var:
         """A stale array is used: re-derive it from its (updated) base, or fail."""
@@ -369,13 +394,8 @@ class Tracer:
         return None
 
     def touches_traced_memory(self, a: Any) -> bool:
-        """Could an in-place update of ``a`` change a traced array or a constant of the graph?"""
-        if not isinstance(a, np.ndarray):
-            return False
-        if id(a) in self.vars or id(a) in self.derived:
-            return True
-        r = id(_root(a))
-        return r in self.views or r in self._const_roots or r in self.vars
+        """Could an in-place update of ``a`` change a traced array?"""
+        return isinstance(a, np.ndarray) and (id(a) in self.vars or id(_root(a)) in self._traced_roots)
 
     def before_mutation(self, a: np.ndarray, what: str) -> Any:
         """``a`` is about to be updated in place: return the atom of its old value.
@@ -386,19 +406,21 @@ class Tracer:
         child = a
         while True:
             d = self.derived.get(id(child))
-            if d is None or not (d[0] is operator.getitem or d[0] in _STRUCTURAL_VIEWS) or d[1][0] is not d[3]:
+            if d is None or not (d[0] is operator.getitem or _member(d[0], _STRUCTURAL_VIEWS_)) or d[1][0] is not d[3]:
                 break
             chain.append((d[3], d[0], d[1], d[2]))
             child = d[3]
         top = child
         if id(top) not in self.vars:
-            if top.base is not None and id(_root(top)) not in self.vars and sys.getrefcount(_root(top)) > 3 \
-                    and id(_root(top)) not in self.views:
+            if top.base is not None and (sys.getrefcount(_root(top)) > 3 or id(_root(top)) in self._traced_roots):
                 self._mutation_error(what, "it is a view of an array irad does not track")
             name = self._external_name(top)
             if name is not None:
-                self._mutation_error(what, f"it is the global or closure array `{name}`: a graph cannot repeat "
-                                     "this side effect", f"copy it first (`{name} = {name}.copy()`) and update the copy")
+                loc = self.loc()
+                raise MutationError(
+                    f"in-place update ({what}) of the global or closure array `{name}` with traced values: a graph "
+                    "cannot repeat this side effect", loc.long if loc else "",
+                    f"copy it first (`{name} = {name}.copy()`) and update the copy")
         # old values: the arrays written through, then snapshots of everything on that memory
         befores = [self._before_atom(x) for x in [a] + [c[0] for c in chain]]
         root = _root(a)
@@ -410,8 +432,7 @@ class Tracer:
             if v is not None and self.values.get(v.id) is w:
                 self.values[v.id] = w.copy()
         self._protect_consts(a)
-        self._pending[id(a)] = [(c[0], c[1], c[2], c[3], b) for c, b in zip(chain, befores[1:])] + \
-            [("stale", affected, what)]
+        self._pending[id(a)] = ([(c[0], c[1], c[2], c[3], b) for c, b in zip(chain, befores[1:])], affected, what)
         return befores[0]
 
     def _before_atom(self, x: np.ndarray) -> Any:
@@ -423,9 +444,11 @@ class Tracer:
         """Constants that alias the memory about to change keep their old contents."""
         if id(_root(a)) not in self._const_roots:
             return
-        for c in self.consts.values():
+        for key, c in list(self.consts.items()):
             if isinstance(c.value, np.ndarray) and np.may_share_memory(c.value, a):
                 object.__setattr__(c, "value", c.value.copy())
+                del self.consts[key]  # later reads of the array see its new contents
+                self.keep.append(c.value)
 
     def rebind(self, a: Any, fn: Callable[..., Any], atoms: tuple[tuple[Any, ...], dict[str, Any]],
                prim: str | None = None) -> Any:
@@ -435,18 +458,9 @@ class Tracer:
         v = self.new_var(a)
         self.emit(fn, atoms[0], atoms[1], (v,), prim=prim)
         self.track(a, v)
-        pending = self._pending.pop(id(a), [])
-        child, child_var = a, v
-        for item in pending:
-            if item[0] == "stale":
-                _, affected, what = item
-                loc = self.loc()
-                for w in affected:
-                    self.stale[id(w)] = f"{what} at {loc}" if loc else what
-                    if id(w) not in self.vars:  # an untracked view: give it a placeholder Var
-                        self.vars[id(w)] = self.new_var(w)
-                continue
-            base, fn_v, args_v, kwargs_v, before = item
+        chain, affected, what = self._pending.pop(id(a), ([], [], ""))
+        child_var = v
+        for base, fn_v, args_v, kwargs_v, before in chain:
             if fn_v is operator.getitem:
                 index = self.atom(args_v[1])
             else:  # replay the view on an index array: the write-back is an advanced-index update
@@ -455,7 +469,14 @@ class Tracer:
             bv = self.new_var(base)
             self.emit(irad_ops.setitem, (before, index, child_var), {}, (bv,))
             self.track(base, bv)
-            child, child_var = base, bv
+            child_var = bv
+        loc = self.loc()
+        for w in affected:
+            self.stale[id(w)] = f"{what} at {loc}" if loc else what
+            if id(w) not in self.vars:  # an untracked view: give it a placeholder Var
+                self.vars[id(w)] = self.new_var(w)
+            if w.base is not None:
+                self.views.get(id(_root(w)), {}).pop(id(w), None)
         return a
 
     # ---- operators ------------------------------------------------------------------------
@@ -519,22 +540,33 @@ class Tracer:
     def _binop_native(self, a: Any, b: Any, op: int) -> Any:
         vars_ = self.vars
         inplace_array = op >= hooks.N_BINOPS and isinstance(a, np.ndarray)
-        if id(a) not in vars_ and id(b) not in vars_ and not (inplace_array and self.touches_traced_memory(a)):
+        if id(a) not in vars_ and id(b) not in vars_:
+            if op == _MOD and type(a) in (str, bytes) and self.deep_tracked(b):  # "%.3f %s" % (x, y)
+                return self.record(operator.mod, (a, b), {}, a % b)
+            if inplace_array:
+                if self.touches_traced_memory(a):
+                    return self._binop_inplace(a, b, op)
+                self._protect_consts(a)
             return hooks.BINOPS[op](a, b)
+        if inplace_array:
+            return self._binop_inplace(a, b, op)
         fn = hooks.OUT_OF_PLACE[op]
-        if inplace_array:  # a genuine in-place update
-            before = self.before_mutation(a, f"{hooks._NAMES[op - hooks.N_BINOPS].rstrip('_')}=")
-            atoms = ((before, self.atom(b)), {})
-            out_dtype = np.result_type(a, b) if not isinstance(b, (float, int, complex)) else None
-            hooks.BINOPS[op](a, b)
-            if out_dtype is not None and out_dtype != a.dtype:
-                tmp = fn(self.values[before.id] if isinstance(before, Var) else before.value, b)
-                tv = self.new_var(tmp)
-                self.emit(fn, atoms[0], {}, (tv,))
-                self.keep.append(tmp)
-                return self.rebind(a, np.ndarray.astype, ((tv, const(a.dtype)), {}))
-            return self.rebind(a, fn, atoms)
         return self.record(fn, (a, b), {}, fn(a, b))
+
+    def _binop_inplace(self, a: np.ndarray, b: Any, op: int) -> Any:
+        """``a op= b`` on an array: a genuine in-place update."""
+        fn = hooks.OUT_OF_PLACE[op]
+        before = self.before_mutation(a, f"{hooks._NAMES[op - hooks.N_BINOPS].rstrip('_')}=")
+        atoms = ((before, self.atom(b)), {})
+        out_dtype = np.result_type(a, b) if not isinstance(b, (float, int, complex)) else None
+        hooks.BINOPS[op](a, b)
+        if out_dtype is not None and out_dtype != a.dtype:
+            tmp = fn(self.values[before.id] if isinstance(before, Var) else before.value, b)
+            tv = self.new_var(tmp)
+            self.emit(fn, atoms[0], {}, (tv,))
+            self.keep.append(tmp)
+            return self.rebind(a, np.ndarray.astype, ((tv, const(a.dtype)), {}))
+        return self.rebind(a, fn, atoms)
 
     def compare(self, a: Any, b: Any, op: int) -> Any:
         fn = hooks.COMPARES[op & 15]
@@ -588,6 +620,8 @@ class Tracer:
         """``f"{v!conv:spec}"``."""
         if conv:
             v = self.call((builtins.str, builtins.repr, builtins.ascii)[conv - 1], (v,), {})
+        elif spec == "" and self.is_pyobject(v):
+            v = self.call(builtins.str, (v,), {})
         if type(v) is str and spec == "":
             return v
         return self.call(builtins.format, (v, spec), {})
@@ -623,7 +657,7 @@ class Tracer:
                     self.guard_value(part)
         r = a[i]
         if ta is np.ndarray and isinstance(r, np.ndarray) and r.base is not None:
-            self._note_untracked_view(r, a, i)  # a later write through it must reach `a`
+            self._note_untracked_view(r, operator.getitem, (a, i), {})
         return r
 
     def setitem(self, a: Any, i: Any, v: Any) -> None:
@@ -633,8 +667,10 @@ class Tracer:
             if isinstance(f, types.FunctionType):
                 self.call(f, (a, i, v), {})
                 return
-        if isinstance(a, np.ndarray) and (self.deep_tracked(v) or self.deep_tracked(i) or
-                                          self.touches_traced_memory(a)):
+        if isinstance(a, np.ndarray) and not (self.deep_tracked(v) or self.deep_tracked(i) or
+                                              self.touches_traced_memory(a)):
+            self._protect_consts(a)
+        elif isinstance(a, np.ndarray):
             d = self.derived.get(id(v))
             if d is not None and d[0] is operator.getitem and d[3] is a and _same_index(d[1][1], i):
                 a[i] = v  # `a[i] += b` stores the view of a[i] back: its update is already written back
@@ -700,13 +736,19 @@ class Tracer:
                 val = self.call(d.func, (o,), {})
                 o.__dict__[name] = val
                 return val
-            try:
-                return getattr(o, name)
-            except AttributeError:
-                ga = self.dunder(to, "__getattr__")
-                if isinstance(ga, types.FunctionType):
+            gab, ga = self.dunder(to, "__getattribute__"), self.dunder(to, "__getattr__")
+            if isinstance(gab, types.FunctionType):
+                try:
+                    return self.call(gab, (o, name), {})
+                except AttributeError:
+                    if not isinstance(ga, types.FunctionType):
+                        raise
                     return self.call(ga, (o, name), {})
-                raise
+            if isinstance(ga, types.FunctionType):  # CPython would call it natively: call it traced
+                try:
+                    return gab(o, name)
+                except AttributeError:
+                    return self.call(ga, (o, name), {})
         return getattr(o, name)
 
     def setattr(self, o: Any, name: str, v: Any) -> None:
@@ -750,7 +792,7 @@ class Tracer:
             return self.call_prim(f, args, kwargs)
         if tf is functools.partial:
             return self.call(f.func, f.args + args, {**f.keywords, **kwargs})
-        if f in _DUNDER_IDS and args and self.is_pyobject(args[0]):
+        if _member(f, _DUNDER_BUILTINS_) and args and self.is_pyobject(args[0]):
             r = run_dunder_builtin(self, f, args, kwargs)
             if r is not NotImplemented:
                 return r
@@ -794,20 +836,33 @@ class Tracer:
     def call_prim(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call into code irad does not trace through: record it if traced values flow in."""
         owner = getattr(f, "__self__", None)
+        if _reduces_iterable(f, owner) and any(_is_iterator(a) for a in args):
+            # math.fsum(map(...)), "".join(generator): let the tracer see the items
+            args = tuple(list(self.iterable(a)) if _is_iterator(a) else a for a in args)
         if kwargs.get("key") is not None and not _is_numpy_callable(f):
             kwargs = {**kwargs, "key": callback(kwargs["key"])}
         tracked = self.deep_tracked(args) or self.deep_tracked(kwargs) or id(owner) in self.vars
         impure = is_impure(f)
+        if not tracked and isinstance(owner, np.ndarray) and f.__name__ in ARRAY_MUTATORS and \
+                self.touches_traced_memory(owner):
+            tracked = True
         if not tracked and not impure:
             if _is_numpy_callable(f) and any(self.is_pyobject(a) for a in args):
                 args = tuple(self._array_of(a) for a in args)
                 if self.deep_tracked(args):
                     return self.call_prim(f, args, kwargs)
-            return f(*args, **kwargs)
-        if (isinstance(owner, _MUTABLE_CONTAINERS) and not impure) or f in _TRANSPARENT:
+            r = f(*args, **kwargs)
+            if type(r) is np.ndarray and r.base is not None:
+                if isinstance(owner, np.ndarray) and hasattr(np.ndarray, getattr(f, "__name__", "")):
+                    self._note_untracked_view(r, getattr(np.ndarray, f.__name__), (owner,) + args, kwargs)
+                elif _is_numpy_callable(f):
+                    self._note_untracked_view(r, f, args, kwargs)
+            return r
+        if (isinstance(owner, _MUTABLE_CONTAINERS) and not impure) or _member(f, _TRANSPARENT_):
             return f(*args, **kwargs)  # list.append(x) & co keep object identity
-        if isinstance(f, (types.BuiltinMethodType, types.MethodWrapperType)) and owner is not None and \
-                id(owner) in self.vars:
+        if isinstance(f, (types.BuiltinMethodType, types.MethodWrapperType, types.MethodType)) and \
+                owner is not None and hasattr(type(owner), f.__name__) and \
+                (id(owner) in self.vars or isinstance(owner, (np.ndarray, np.generic, str, bytes))):
             return self.call_method(owner, f.__name__, args, kwargs)
         if isinstance(owner, np.ufunc) and getattr(f, "__name__", "") == "at":
             return ufunc_at(owner)(self, args, kwargs)
@@ -816,12 +871,12 @@ class Tracer:
             return mut[1](self, args, kwargs)
         if "out" in kwargs and kwargs["out"] is not None:
             return self._call_with_out(f, args, kwargs)
-        if tracked and _is_numpy_callable(f) and f not in _SEQUENCE_FUNCS:
+        if tracked and _is_numpy_callable(f) and not _member(f, _SEQUENCE_FUNCS_):
             args = tuple(self._as_array(a) for a in args)
         args = tuple(_instrument_callbacks(a) for a in args)
         r = f(*args, **kwargs)
         r = self.record(f, args, kwargs, r)
-        if f in _DATA_SHAPED or (f is np.where and len(args) == 1):
+        if _member(f, _DATA_SHAPED_) or (f is np.where and len(args) == 1):
             for x in (r if isinstance(r, tuple) else (r,)):
                 self._guard_shape(x)
         return r
@@ -871,9 +926,6 @@ class Tracer:
         return Graph(self.name, inputs, tuple(self.ops), outs, in_tree, out_tree, statics)
 
 
-_DUNDER_IDS = frozenset(DUNDER_BUILTINS)
-
-
 def _sequence_iter(obj: Any) -> Any:
     """Iteration through ``__getitem__`` (the old sequence protocol), each item fetched traced."""
     i = 0
@@ -903,6 +955,17 @@ class _TracedContext:
         return self.exit(self.mgr, *exc) if t is None else t.call(self.exit, (self.mgr,) + exc, {})
 
 
+def _is_iterator(a: Any) -> bool:
+    return hasattr(type(a), "__next__") and not isinstance(a, (np.ndarray, np.generic))
+
+
+def _reduces_iterable(f: Any, owner: Any) -> bool:
+    """C functions that consume a whole iterable and compute one value from its items."""
+    if f is math.fsum or f is math.prod or f is np.fromiter:
+        return True
+    return isinstance(owner, (str, bytes)) and getattr(f, "__name__", "") == "join"
+
+
 def _is_numpy_callable(f: Any) -> bool:
     if isinstance(f, np.ufunc):
         return True
@@ -917,6 +980,7 @@ def _instrument_callbacks(a: Any) -> Any:
     return a
 
 
+_MOD = hooks._NAMES.index("mod")
 _FAST = frozenset({float, int, bool, complex, np.ndarray, np.float64, np.float32, np.int64, str, type(None)})
 _CONTAINER_FAST = frozenset({list, tuple, dict, set, str, range})
 

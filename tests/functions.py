@@ -1541,3 +1541,273 @@ def walrus_and_match(x):
         case _:
             s = s - 1.0
     return s
+
+
+# ==== views and in-place updates through them ================================================
+
+@case(normal((4,)), tags=("inplace", "view"))
+def view_read_after_base_update(x):
+    a = x.copy()
+    v = a[:2]
+    a *= 2.0
+    return v.sum() + a.sum()
+
+
+@case(normal((3, 3), (3,)), argnums=(0, 1), tags=("inplace", "view"))
+def row_view_written_back(x, y):
+    a = x.copy()
+    row = a[1]
+    row += y
+    row[0] = y[2] * 3.0
+    return np.sum(a ** 2) + row.sum()
+
+
+@case(normal((2, 3), (2,)), argnums=(0, 1), tags=("inplace", "view"))
+def transpose_view_written_back(x, y):
+    a = x.copy()
+    t = a.T
+    t[1] = y
+    return np.sum(a * x) + t.sum()
+
+
+@case(normal((2,), (3,)), argnums=(0, 1), tags=("inplace", "view"))
+def untracked_buffer_slices(y, z):
+    out = np.zeros(6)
+    out[1:3] += y
+    out[3:] = z
+    out[::2] *= 2.0
+    return np.sum(out ** 2)
+
+
+@case(normal((2, 2)), tags=("inplace", "view"))
+def chained_index_assignment(x):
+    buf = np.zeros((3, 2))
+    for i in range(2):
+        for j in range(2):
+            buf[i][j] = x[i, j] ** 2
+    buf[2][:] = x.sum(axis=0)
+    return np.sum(buf * buf)
+
+
+@case(normal((5,)), tags=("inplace", "view"))
+def overlapping_shift(x):
+    a = x.copy()
+    a[1:] = a[:-1]
+    a[0] = 0.5
+    return np.sum(a * np.arange(5.0))
+
+
+@case(normal((3, 4)), tags=("inplace", "view"))
+def reshape_view_update(x):
+    a = x.copy()
+    flat = a.reshape(-1)
+    flat[::2] = 0.0
+    b = a.ravel()
+    return np.sum(a * x) + b.sum()
+
+
+@case(normal((4,)), tags=("inplace",))
+def inplace_then_branchless_loop(x):
+    acc = np.zeros(4)
+    for k in range(3):
+        acc += x * (k + 1)
+        acc[k] -= x[k]
+    return acc @ acc
+
+
+# ==== more builtins, callbacks and protocols ==================================================
+
+class Bag:
+    """Sequence protocol through __getitem__/__len__ only, plus __contains__, __bool__, __array__."""
+
+    def __init__(self, *items):
+        self.items = list(items)
+
+    def __getitem__(self, i):
+        return self.items[i] * 1.0
+
+    def __len__(self):
+        return len(self.items)
+
+    def __contains__(self, v):
+        return any(v is it for it in self.items)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.stack([np.asarray(it) for it in self.items])
+
+    def __getattr__(self, name):
+        if name == "head":
+            return self.items[0] * 2.0
+        raise AttributeError(name)
+
+
+@case(normal((3,), (3,)), argnums=(0, 1), tags=("dunder",))
+def user_sequence_protocol(a, b):
+    bag = Bag(a, b)
+    total = 0.0
+    for item in bag:  # iteration through __getitem__
+        total = total + item.sum()
+    rev = list(reversed(bag))
+    n = len(bag) if bag else 0
+    arr = np.asarray(bag)
+    return total + rev[0] @ rev[1] + n + np.sum(arr ** 2) + float(a in bag) + bag.head.sum()
+
+
+class Money:
+    def __init__(self, amount):
+        self.amount = amount
+
+    def __float__(self):
+        return self.amount * 1.0
+
+    def __abs__(self):
+        return Money(abs(self.amount))
+
+    def __bool__(self):
+        return self.amount > 0
+
+    def __repr__(self):
+        return f"Money({self.amount:.2f})"
+
+    def __lt__(self, other):
+        return self.amount < other.amount
+
+
+@case(floats(3), argnums=(0, 1, 2), guards=True, tags=("dunder",))
+def user_numeric_protocol(a, b, c):
+    ms = [Money(a), Money(-b), Money(c * 2.0)]
+    total = sum(float(abs(m)) for m in ms)
+    if ms[1]:
+        total = total * 2.0
+    cheapest = min(ms)
+    ordered = sorted(ms)
+    return total + float(cheapest) + float(ordered[-1])
+
+
+@case(normal((3, 2)), tags=("builtins",))
+def callbacks_in_c_builtins(x):
+    rows = list(map(np.sum, x))
+    pos = list(filter(None, [r * 0.0 + 1.0 for r in rows]))
+    total = functools.reduce(np.add, x)
+    floats_ = list(map(float, x[0]))
+    pairs = sorted([(k, r) for k, r in zip("cab", rows)], key=lambda kv: kv[0])
+    best = max(zip("xyz", rows), key=lambda kv: kv[0])
+    lst = [x[1], x[0]]
+    lst.sort(key=lambda r: str(r.shape))
+    return sum(rows) + len(pos) + total.sum() + sum(floats_) + pairs[0][1] * best[1] + lst[0].sum()
+
+
+def _three(a, b, c):
+    return a * b - c
+
+
+@case(normal((3,), (3, 2)), argnums=(0, 1), tags=("calls",))
+def star_call_of_array(x, m):
+    parts = [*x]
+    first, *others = m
+    return _three(*x) + sum(parts) + _three(*m).sum() + first @ others[0] + np.hypot(*m[0])
+
+
+@case(normal((2,)), differentiable=False, impure=True, guards=True, tags=("print",))
+def strings_from_traced_values(x):
+    label = f"{x[0]:+.3f}|{x[1]!s}"
+    sign = "neg" if label.startswith("-") else "pos"
+    words = label.split("|")
+    print(sign, words[0].upper(), repr(x.sum()), "%s" % (x * 2,), "%.2f/%s" % (x[0], x[1:]), sep=",")
+    return label, len(words)
+
+
+@case(normal((3,)), tags=("generator",))
+def generator_of_pairs_consumed_by_dict(x):
+    def pairs(v):
+        for i, val in enumerate(v):
+            yield f"k{i}", val * val
+
+    d = dict(pairs(x))
+    return d["k0"] + d["k2"] - sum(d.values()) * 0.5
+
+
+@case(normal((3,)), tags=("class",))
+def class_defined_inside(x):
+    class Poly:
+        def __init__(self, c):
+            self.c = c
+
+        def __call__(self, t):
+            return sum(ci * t ** i for i, ci in enumerate(self.c))
+
+    p = Poly(x)
+    return p(0.5) + p(x[0])
+
+
+@case(normal((4,)), tags=("class",))
+def dataclass_with_array_ops(x):
+    @dataclass
+    class Box:
+        lo: Any
+        hi: Any
+
+        @property
+        def width(self):
+            return self.hi - self.lo
+
+        def contains(self, p):
+            return np.all((p >= self.lo) & (p <= self.hi))
+
+    b = Box(x[:2], x[:2] + np.exp(x[2:]))
+    return np.sum(b.width ** 2) + np.sum(b.lo)
+
+
+@case(lambda r: (r.standard_normal(3), {"a": 1, "b": 2}), tags=("pytree",))
+def static_dict_argument(x, config):
+    return np.sum(x * config["a"] + config["b"])
+
+
+@case(normal((3,)), tags=("with",))
+def nested_functions_with_state(x):
+    history = []
+
+    def step(v):
+        history.append(v.sum())
+        return v * 0.5
+
+    v = x
+    for _ in range(3):
+        v = step(v)
+    return sum(history) + np.sum(v)
+
+
+@case(normal((3,)), tags=("inplace", "view"))
+def untracked_reshaped_buffer(x):
+    buf = np.zeros(6)
+    m = buf.reshape(2, 3)
+    m[0] = x
+    m[1] = x ** 2
+    return buf @ np.arange(6.0)
+
+
+@case(normal((4,)), guards=True, tags=("builtins",))
+def any_all_of_traced_truths(x):
+    y = x * 1.0
+    if any(v > 1.5 for v in x):
+        y = y * 2.0
+    if all(abs(v) < 3.0 for v in x) and not any(x > 10.0):
+        y = y + 1.0
+    return np.sum(y ** 2) + float(any([x[0] * 0.0]))
+
+
+@case(lambda r: ([float(v) for v in r.uniform(0.5, 2, 3)], [float(v) for v in r.uniform(0.5, 2, 3)]),
+      argnums=(0, 1), tags=("builtins", "float"))
+def c_reducers_over_iterators(xs, ws):
+    import operator
+    dot = math.fsum(map(operator.mul, xs, ws))
+    prod = math.prod(w + 1.0 for w in ws)
+    return dot + prod
+
+
+@case(normal((3,)), impure=True, differentiable=False, tags=("print",))
+def join_of_formatted_values(x):
+    line = ", ".join(f"{v:.3f}" for v in x)
+    print("[" + line + "]")
+    print(*x, sep=" | ")
+    return line

@@ -9,7 +9,7 @@ __all__ = ["Rule", "all_rules", "defrule", "impl_key", "is_nondiff", "lookup", "
 def _load_tables() -> None:
     import importlib
     for name in ("python_rules", "numpy_rules", "array_rules", "gather_rules", "linalg_rules",
-                 "decomp_rules"):
+                 "decomp_rules", "stats_rules"):
         try:
             importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as e:  # a table not written yet

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import ops
 from ._common import Table, is_float, labels, nones, options, scatter_labels, struct_cot
+from .numpy_rules import sort_pullback, sort_state
 
 T = Table(__name__)
 
@@ -80,31 +81,25 @@ def fill_pullback(s: Any, g: Any) -> tuple[None, Any]:
     return None, np.sum(g)
 
 
-def copyto_fwd(dst: Any, src: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    o = options(args, kw, ("casting", "where"), where=True)
-    if args or kw:
-        out = np.array(dst, copy=True)
-        np.copyto(out, src, *args, **kw)
-    else:
-        out = ops.copyto(dst, src)
-    return out, (o["where"], 2 + len(args))
+def copyto_fwd(dst: Any, src: Any) -> tuple[Any, Any]:
+    return ops.copyto(dst, src), None
 
 
-def copyto_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    where, n = s
-    if where is True:
-        return (None, g) + nones(n - 2)
-    return (np.where(where, 0.0, g), np.where(where, g, 0.0)) + nones(n - 2)
+def copyto_pullback(s: Any, g: Any) -> tuple[None, Any]:
+    """``dst`` is overwritten entirely; ``src`` gets g (summed over broadcasting by the transform)."""
+    return None, g
 
 
-def fill_diagonal_fwd(a: Any, v: Any, wrap: bool = False) -> tuple[Any, Any]:
+def fill_diagonal_fwd(a: Any, v: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    wrap = args[0] if args else kw.get("wrap", False)
     lab = ops.fill_diagonal(np.zeros(np.shape(a), np.intp), labels(np.shape(v)), wrap)
-    return ops.fill_diagonal(a, v, wrap), (wrap, lab, np.shape(v))
+    return ops.fill_diagonal(a, v, *args, **kw), (wrap, lab, np.shape(v), 2 + len(args))
 
 
-def fill_diagonal_pullback(s: Any, g: Any) -> tuple[Any, Any]:
-    wrap, lab, vshape = s
-    return ops.fill_diagonal(g, 0, wrap), scatter_labels(lab, g, vshape)
+def fill_diagonal_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """The diagonal of ``a`` is overwritten; ``v`` (cycled along it) gets what it filled."""
+    wrap, lab, vshape, n = s
+    return (ops.fill_diagonal(g, 0, wrap), scatter_labels(lab, g, vshape)) + nones(n - 2)
 
 
 def sum_to_fwd(g: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
@@ -112,12 +107,15 @@ def sum_to_fwd(g: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
 
 
 def sum_to_pullback(gshape: tuple[int, ...], h: Any) -> tuple[Any, None]:
+    """sum_to sums (adjoint: broadcast back) or, given fewer axes, broadcasts (adjoint: sum)."""
+    if len(gshape) < np.ndim(h):
+        return ops.sum_to(h, gshape), None
     return np.broadcast_to(h, gshape), None
 
 
 def sort_inplace_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    from .numpy_rules import _sort_state
-    return ops.sort_inplace(a, *args, **kw), _sort_state(a, args, kw)
+    y = ops.sort_inplace(a, *args, **kw)
+    return y, sort_state(a, y, args, kw)
 
 
 T.rule(operator.getitem, getitem_fwd, getitem_pullback, "integer-array indices accumulate")
@@ -127,6 +125,7 @@ T.rule(ops.fill, fill_fwd, fill_pullback)
 T.rule(ops.copyto, copyto_fwd, copyto_pullback)
 T.rule(ops.fill_diagonal, fill_diagonal_fwd, fill_diagonal_pullback)
 T.rule(ops.sum_to, sum_to_fwd, sum_to_pullback)
+T.rule(ops.sort_inplace, sort_inplace_fwd, sort_pullback, "ties split evenly")
 T.nograd(ops.guard, ops.guard_shape, ops.zeros_like)
 
 # ---- reshaping -------------------------------------------------------------------------------
@@ -329,9 +328,10 @@ T.rule(np.broadcast_arrays, broadcast_arrays_fwd, broadcast_arrays_pullback)
 def _array_fwd(fn: Any, obj: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, Any]:
     y = fn(obj, *args, **kw)
     if not is_float(y):
-        return y, (None, None, 1 + len(args))
-    base = np.ndim(obj)
-    return y, (obj if isinstance(obj, (list, tuple)) else np.shape(obj), base, 1 + len(args))
+        return y, ("none", None, 0, 1 + len(args))
+    if isinstance(obj, (list, tuple)):
+        return y, ("nested", obj, np.ndim(obj), 1 + len(args))
+    return y, ("leaf", np.shape(obj), 0, 1 + len(args))
 
 
 def array_fwd(obj: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -368,10 +368,10 @@ def astype_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 def array_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """Reshape back (``ndmin`` added leading axes), splitting along nested lists of values."""
-    obj, base, n = s
-    if base is None:
+    kind, obj, base, n = s
+    if kind == "none":
         return nones(n)
-    if isinstance(obj, (list, tuple)):
+    if kind == "nested":
         g = np.reshape(g, np.shape(g)[np.ndim(g) - base:])
         return (struct_cot(obj, g),) + nones(n - 1)
     return (np.reshape(g, obj),) + nones(n - 1)
@@ -449,6 +449,32 @@ def linspace_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     return (np.sum(g * (1.0 - t), axis=axis), np.sum(g * t, axis=axis)) + nones(n - 2)
 
 
+def float64_fwd(*args: Any) -> tuple[Any, Any]:
+    return np.float64(*args), len(args)
+
+
+def float32_fwd(*args: Any) -> tuple[Any, Any]:
+    return np.float32(*args), len(args)
+
+
+def complex128_fwd(*args: Any) -> tuple[Any, Any]:
+    return np.complex128(*args), len(args)
+
+
+def complex64_fwd(*args: Any) -> tuple[Any, Any]:
+    return np.complex64(*args), len(args)
+
+
+def cast_pullback(n: int, g: Any) -> tuple[Any, ...]:
+    """numpy scalar constructors (``np.float64(x)``) pass the cotangent through."""
+    return ((g,) + nones(n - 1))[:n]
+
+
+T.rule(np.float64, float64_fwd, cast_pullback)
+T.rule(np.float32, float32_fwd, cast_pullback)
+T.rule(np.complex128, complex128_fwd, cast_pullback)
+T.rule(np.complex64, complex64_fwd, cast_pullback)
+T.nograd(np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)
 T.rule(np.ndarray.item, item_fwd, item_pullback)
 T.rule(np.ndarray.tolist, tolist_fwd, tolist_pullback, "one cotangent per list element")
 T.rule(np.full, full_fwd, full_pullback)
@@ -524,19 +550,20 @@ def stack_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     return (_join_cot(items, pieces, seqtype),) + nones(n - 1)
 
 
-def append_fwd(arr: Any, values: Any, axis: Any = None) -> tuple[Any, Any]:
-    y = np.append(arr, values, axis)
+def append_fwd(arr: Any, values: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    axis = args[0] if args else kw.get("axis")
+    y = np.append(arr, values, *args, **kw)
     if axis is None:
         sizes = [int(np.size(arr)), int(np.size(values))]
     else:
         sizes = [np.shape(arr)[axis], np.shape(values)[axis]]
-    return y, ([arr, values], sizes, 0 if axis is None else axis, list, 3)
+    return y, ([arr, values], sizes, 0 if axis is None else axis, list, 2 + len(args))
 
 
 def append_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     items, sizes, axis, _, n = s
     a, b = _join_cot(items, _pieces(g, sizes, axis), list)
-    return (a, b, None)[: 2 if n == 2 else 3]
+    return (a, b, None)[:n]
 
 
 def _split_fwd(fn: Any, ary: Any, args: tuple[Any, ...], kw: dict[str, Any], axis: int) -> tuple[Any, Any]:

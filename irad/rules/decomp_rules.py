@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Table, norm_axes
+from ._common import Table, nones, norm_axes
 
 T = Table(__name__)
 
@@ -67,7 +67,7 @@ def eigh_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     gw, gv = g
     inner = _inv_gaps(w) * _mm(_T(v), gv)
     inner = inner + np.expand_dims(gw, -1) * np.eye(np.shape(w)[-1])
-    return (_on_triangle(_sym(_mm(v, inner, _T(v))), lower),) + (None,) * (n - 1)
+    return (_on_triangle(_sym(_mm(v, inner, _T(v))), lower),) + nones(n - 1)
 
 
 def eigvalsh_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -78,7 +78,7 @@ def eigvalsh_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 def eigvalsh_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     v, lower, n = s
-    return (_on_triangle(_mm(v * np.expand_dims(g, -2), _T(v)), lower),) + (None,) * (n - 1)
+    return (_on_triangle(_mm(v * np.expand_dims(g, -2), _T(v)), lower),) + nones(n - 1)
 
 
 def cholesky_fwd(a: Any, **kw: Any) -> tuple[Any, Any]:
@@ -134,7 +134,7 @@ def _svd_core(u: Any, s: Any, vh: Any, gu: Any, gs: Any, gvh: Any) -> Any:
 def svd_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     _real_only(a, "svd")
     names = ("full_matrices", "compute_uv", "hermitian")
-    o = dict(zip(names, (True, True, False)))
+    o: dict[str, Any] = dict(zip(names, (True, True, False)))
     o.update(zip(names, args))
     o.update(kw)
     if o["hermitian"]:
@@ -150,7 +150,7 @@ def svd_pullback(st: Any, g: Any) -> tuple[Any, ...]:
     """Reduced factors exactly; full factors of a non-square matrix take the extra columns of U
     (rows of Vh) as a basis whose own rotation is not differentiated (exact for one extra)."""
     u, s, vh, uv, n = st
-    rest = (None,) * (n - 1)
+    rest = nones(n - 1)
     if not uv:
         return (_mm(u * np.expand_dims(g, -2), vh),) + rest
     gu, gs, gvh = g
@@ -202,7 +202,7 @@ def qr_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 def qr_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     a, q, r, r_only, nargs = s
-    rest = (None,) * (nargs - 1)
+    rest = nones(nargs - 1)
     gq, gr = (np.zeros(np.shape(q)), g) if r_only else g
     m, n = np.shape(a)[-2], np.shape(a)[-1]
     if m >= n:
@@ -276,7 +276,7 @@ def _norm_state(x: Any, ordv: Any, axis: Any, keepdims: bool) -> tuple[Any, ...]
 
 def norm_fwd(x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     names = ("ord", "axis", "keepdims")
-    o = dict(zip(names, (None, None, False)))
+    o: dict[str, Any] = dict(zip(names, (None, None, False)))
     o.update(zip(names, args))
     o.update(kw)
     y = np.linalg.norm(x, *args, **kw)
@@ -301,7 +301,7 @@ def norm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     Ties (inf-norms, max row/column sums) split evenly; the 2-norm at 0 gets 0."""
     x, y, kind, axes, ordv, keepdims, n = s
     shape = np.shape(x)
-    rest = (None,) * (n - 1)
+    rest = nones(n - 1)
     yk = y if keepdims else np.expand_dims(y, axes)
     gk = g if keepdims else np.expand_dims(g, axes)
     if kind == "vec":

@@ -324,7 +324,7 @@ def select_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     which, items, seqtype, default, n = s
     cot = [ops.sum_to(np.where(which == i, g, 0.0), np.shape(x)) if is_float(x) else None
            for i, x in enumerate(items)]
-    out = (None, tuple(cot) if seqtype is tuple else cot)
+    out: tuple[Any, ...] = (None, tuple(cot) if seqtype is tuple else cot)
     if n == 3:
         out += (np.where(which == -1, g, 0.0) if is_float(default) else None,)
     return out
@@ -337,7 +337,9 @@ def bincount_fwd(x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 def bincount_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """``weights`` (positional) gets ``g[x]``."""
     x, n = s
-    return (None, np.asarray(g)[x])[:n] if n > 1 else (None,)
+    if n == 1:
+        return (None,)
+    return (None, np.asarray(g)[x]) + nones(n - 2)
 
 
 T.rule(np.flip, flip_fwd, flip_pullback)

@@ -285,7 +285,10 @@ T.rule(np.multiply.outer, multiply_outer_fwd, multiply_outer_pullback)
 def _parse_einsum(subscripts: str, operands: tuple[Any, ...]) -> tuple[list[str], str]:
     """Explicit per-operand labels and output labels, with '...' spelled out as letters."""
     subs = subscripts.replace(" ", "")
-    ins, out = (subs.split("->") + [None])[:2] if "->" in subs else (subs, None)
+    out: str | None = None
+    ins = subs
+    if "->" in subs:
+        ins, out = subs.split("->")
     in_list = ins.split(",")
     if len(in_list) != len(operands):
         raise ValueError(f"einsum: {len(in_list)} subscripts for {len(operands)} operands")
@@ -386,11 +389,19 @@ def correlate_fwd(a: Any, v: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def correlate_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    """correlate(a, v) == convolve(a, conj(v[::-1])): reuse convolve's adjoint."""
+    """Full correlation y_k = sum_i a[i + k - (m-1)] conj(v[i]); g is embedded in it first.
+
+    numpy swaps the operands when v is longer, which moves the 'same' window.
+    """
     a, v, mode, n = s
-    vr = np.conj(v[::-1]) if np.iscomplexobj(v) else v[::-1]
-    ga, gvr = convolve_pullback((a, vr, mode, 2), g)
-    gv = np.conj(gvr[::-1]) if np.iscomplexobj(gvr) else gvr[::-1]
+    na, nv = np.size(a), np.size(v)
+    if mode == "same" and na < nv:
+        off = na - 1 - (na - 1) // 2
+    else:
+        off = _conv_offset(na, nv, mode)
+    full = np.pad(g, (off, na + nv - 1 - off - np.size(g)))
+    ga = np.convolve(full, v, "valid")
+    gv = np.conj(np.correlate(full, a, "valid"))[::-1]
     return (ga, gv) + nones(n - 2)
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Table, cj, count, expand_reduced, nones, norm_axes, options, unreduce
+from ._common import (Table, bincount, cj, count, expand_reduced, nones, norm_axes, options,
+                      unreduce)
 from .python_rules import (add_pullback, identity_pullback, mul_pullback, neg_pullback,
                            pow_pullback, sub_pullback, truediv_pullback)
 
@@ -62,6 +63,22 @@ def absolute_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
 def absolute_pullback(x: Any, g: Any) -> tuple[Any]:
     """``g * sign(x)``; numpy's complex sign is ``x/|x|``, the right cotangent of ``|x|``."""
     return (g * np.sign(x),)
+
+
+def sign_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
+    y = np.sign(x, **kw)
+    return y, (x, y)
+
+
+def sign_pullback(s: Any, g: Any) -> tuple[Any]:
+    """Real sign is locally constant; complex sign(z) = z/|z| has dz/|z| - z Re(conj(z) dz)/|z|^3."""
+    x, y = s
+    if not np.iscomplexobj(x):
+        return (None,)
+    r = np.abs(x)
+    safe = np.where(r == 0, 1.0, r)
+    gx = (g - np.real(np.conj(g) * y) * y) / safe
+    return (np.where(r == 0, 0.0, gx),)
 
 
 def real_fwd(x: Any) -> tuple[Any, Any]:
@@ -155,6 +172,7 @@ T.rule(np.positive, positive_fwd, identity_pullback)
 T.rule(np.power, power_fwd, pow_pullback, "integer exponents get no cotangent")
 T.rule(np.float_power, float_power_fwd, pow_pullback)
 T.rule(np.absolute, absolute_fwd, absolute_pullback, "0 at 0; complex: x/|x|")
+T.rule(np.sign, sign_fwd, sign_pullback, "zero for real input; complex: z/|z|")
 T.rule(np.real, real_fwd, identity_pullback)
 T.rule(np.imag, imag_fwd, imag_pullback)
 T.rule(np.conjugate, conj_fwd, conj_pullback)
@@ -198,8 +216,10 @@ T.scalar(np.radians, lambda x: _D2R)
 T.scalar(np.rad2deg, lambda x: _R2D)
 T.scalar(np.degrees, lambda x: _R2D)
 T.scalar(np.fabs, lambda x: np.sign(x), note="0 at 0")
-T.scalar(np.sinc, lambda x: np.where(x == 0, 0.0, (np.cos(np.pi * x) - np.sinc(x))
-                                     / np.where(x == 0, 1.0, x)))
+_PI2_3, _PI4_30 = np.pi ** 2 / 3.0, np.pi ** 4 / 30.0
+T.scalar(np.sinc, lambda x: np.where(np.abs(x) < 1e-3, x * (_PI4_30 * x * x - _PI2_3),
+                                     (np.cos(np.pi * x) - np.sinc(x))
+                                     / np.where(np.abs(x) < 1e-3, 1.0, x)))
 T.scalar(np.maximum, lambda x, y: (x > y) + 0.5 * (x == y), lambda x, y: (y > x) + 0.5 * (x == y),
          note="ties split evenly")
 T.scalar(np.minimum, lambda x, y: (x < y) + 0.5 * (x == y), lambda x, y: (y < x) + 0.5 * (x == y),
@@ -508,7 +528,11 @@ def multiply_accumulate_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def cumprod_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
-    """revcumsum(g*y)/x where x != 0; the first zero of each row gets its exact value."""
+    """revcumsum(g*y)/x where x != 0; the first zero of each row gets its exact value.
+
+    Exact to first order for any input; its own derivative (second order) is not exact where a
+    cumulative run holds two or more zeros.
+    """
     x, y, axis = np.asarray(o["x"]), o["y"], o["axis"]
     if axis is None:
         x, g, axis = np.ravel(x), np.ravel(g), 0
@@ -531,23 +555,42 @@ T.rule(np.multiply.accumulate, multiply_accumulate_fwd, cumprod_pullback, "exact
 # ---- sorting ---------------------------------------------------------------------------------
 
 
-def _sort_state(a: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+def sort_state(a: Any, y: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+    """The permutation ``sort`` applied (a stable argsort) and the sorted values (for ties)."""
     o = options(args, kw, ("axis", "kind", "order"), axis=-1)
     if o.get("order") is not None:
         raise NotImplementedError("irad: sort(order=...) of structured arrays has no rule")
     axis = o["axis"]
     flat = np.ravel(a) if axis is None else a
     perm = np.argsort(flat, axis=-1 if axis is None else axis, kind="stable")
-    return {"perm": perm, "axis": axis, "shape": np.shape(a), "n": 1 + len(args)}
+    return {"perm": perm, "y": y, "axis": axis, "shape": np.shape(a), "n": 1 + len(args)}
 
 
 def sort_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    return np.sort(a, *args, **kw), _sort_state(a, args, kw)
+    y = np.sort(a, *args, **kw)
+    return y, sort_state(a, y, args, kw)
+
+
+def _tie_mean(y: Any, g: Any, axis: int) -> Any:
+    """Replace g by its mean over runs of equal values of the sorted ``y`` along ``axis``."""
+    ys = np.moveaxis(np.asarray(y), axis, -1)
+    gs = np.moveaxis(np.asarray(g), axis, -1)
+    n = ys.shape[-1]
+    ys2, gs2 = ys.reshape(-1, n), gs.reshape(-1, n)
+    rows = ys2.shape[0]
+    start = np.concatenate([np.ones((rows, 1), bool), ys2[:, 1:] != ys2[:, :-1]], axis=1)
+    gid = np.cumsum(start, axis=1) - 1 + (np.arange(rows) * n)[:, None]
+    sums = bincount(gid, gs2, rows * n)
+    cnt = np.bincount(np.ravel(gid), minlength=rows * n)
+    mean = (sums / np.maximum(cnt, 1))[gid]
+    return np.moveaxis(mean.reshape(gs.shape), -1, axis)
 
 
 def sort_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
-    """Undo the sorting permutation (a stable argsort of the input: ties keep their order)."""
+    """Undo the sorting permutation; equal values share their cotangents evenly."""
     axis = -1 if o["axis"] is None else o["axis"]
+    if np.size(g):
+        g = _tie_mean(o["y"], g, axis)
     inv = np.argsort(o["perm"], axis=axis)
     gx = np.take_along_axis(g, inv, axis=axis)
     return (np.reshape(gx, o["shape"]),) + nones(o["n"] - 1)
@@ -569,13 +612,13 @@ def unique_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     return (np.asarray(gv)[inv] / cnt[inv],) + nones(n - 1)
 
 
-T.rule(np.sort, sort_fwd, sort_pullback, "stable: tied values keep their order")
+T.rule(np.sort, sort_fwd, sort_pullback, "ties split evenly")
 T.rule(np.unique, unique_fwd, unique_pullback, "shared evenly by equal elements")
 
 # ---- no gradient -----------------------------------------------------------------------------
 
 T.nograd(
-    np.floor, np.ceil, np.round, np.around, np.rint, np.fix, np.trunc, np.sign, np.signbit,
+    np.floor, np.ceil, np.round, np.around, np.rint, np.fix, np.trunc, np.signbit,
     np.heaviside, np.spacing, np.nextafter, np.floor_divide,
     np.all, np.any, np.argmax, np.argmin, np.argpartition, np.argsort, np.argwhere, np.nonzero,
     np.flatnonzero, np.count_nonzero, np.searchsorted, np.digitize, np.isin,

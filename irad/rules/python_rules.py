@@ -125,14 +125,19 @@ T.nograd(operator.floordiv, operator.lt, operator.le, operator.eq, operator.ne, 
 # ---- builtins --------------------------------------------------------------------------------
 
 
+def _sgn(x: float) -> float:
+    """sign of a Python (or numpy) float as a Python float, 0 at 0."""
+    return float(x > 0) - float(x < 0)
+
+
 def abs_fwd(x: Any) -> tuple[Any, Any]:
     return abs(x), x
 
 
 def abs_pullback(x: Any, g: Any) -> tuple[Any]:
     """``g * sign(x)`` (``x/|x|`` for complex), 0 at 0."""
-    if isinstance(x, float):
-        return (g * ((x > 0) - (x < 0)),)
+    if type(x) is float:
+        return (g * _sgn(x),)
     return (g * np.sign(x),)
 
 
@@ -309,10 +314,6 @@ def prod_pullback(s: Any, g: Any) -> tuple[Any]:
         right[k] = right[k + 1] * items[k]
     cot = [g * left[k] * right[k + 1] if is_float(items[k]) else None for k in range(n)]
     return (tuple(cot) if seqtype is tuple else cot,)
-
-
-def _sgn(x: float) -> float:
-    return float((x > 0) - (x < 0))
 
 
 _SQRTPI_2 = 2.0 / math.sqrt(math.pi)
