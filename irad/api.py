@@ -373,7 +373,7 @@ def split(joint: ad.Joint, g: Graph | None = None) -> tuple[Graph, Graph, int]:
             depends.update(o.id for o in op.outs)
         else:
             fwd_ops.append(op)
-    fwd_defined = {v.id: v for v in g.inputs} | {o.id: o for op in fwd_ops for o in op.outs}
+    fwd_defined = {v.id: v for v in g.inputs if v.id not in seeds} | {o.id: o for op in fwd_ops for o in op.outs}
     res: dict[int, Var] = {}
     for op in bwd_ops:
         for v in op.inputs:

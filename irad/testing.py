@@ -109,6 +109,8 @@ def _cot_leaves(arg: Any, cot: Any, where: str) -> list[Any]:
     if isinstance(arg, (list, tuple)) and not _is_leaf_float(arg):
         if cot is None:
             return [None] * len(_leaves(arg))
+        if isinstance(cot, np.ndarray) and cot.ndim >= 1 and len(cot) == len(arg):
+            cot = list(cot)  # an array cotangent for a list argument: split it like the transform
         if not isinstance(cot, (list, tuple)) or len(cot) != len(arg):
             raise AssertionError(f"{where}: the argument is a {type(arg).__name__} of {len(arg)} "
                                  f"items, its cotangent is {type(cot).__name__} {cot!r:.80}")
@@ -331,3 +333,7 @@ def _pair(c: Any, w: Any) -> Any:
 
 
 # ---- whole-function checks (check_grads) ----
+# Implemented in irad/gradcheck.py (random-direction VJP test against central differences, orders 1 and 2).
+from .gradcheck import check_grads  # noqa: E402
+
+__all__ = ["check_grads", "check_rule"]

@@ -207,6 +207,10 @@ def _plan(g: Graph) -> dict[int, Plan]:
                     samples[o] = samples.get(a.id)
             from irad.pytree import unflatten
             stree = tree.children[1]
+            for a in outs[n_y:]:
+                if isinstance(a, Const) and not _plain_static(a.value):
+                    # e.g. a closure pullback: its cells hold the sample values of this trace
+                    raise _Skip("the state holds an opaque object")
             st_host = _as_atoms(unflatten(stree, outs[n_y:]))
             for a, v in zip(outs[n_y:], values[n_y:]):
                 if isinstance(a, Var):
@@ -229,6 +233,15 @@ def _plan(g: Graph) -> dict[int, Plan]:
         plans[k] = (ops, binds)
         plans.update(pb_plans)
     return plans
+
+
+def _plain_static(x: Any) -> bool:
+    """Static state that means the same for every input of these shapes (shapes, axes, flags)."""
+    if x is None or x is Ellipsis or isinstance(x, (bool, int, float, complex, str, np.dtype, type, slice)):
+        return True
+    if isinstance(x, (tuple, list)):
+        return all(_plain_static(e) for e in x)
+    return False
 
 
 def _as_atoms(x: Any) -> Any:

@@ -195,7 +195,7 @@ def test_retrace_warning_when_guards_keep_failing():
         return x.sum() * n
 
     g = irad.grad(f)
-    with pytest.warns(irad.api.RetraceWarning, match=r"retraced .* guard at .*test_grad.py"):
+    with pytest.warns(irad.api.RetraceWarning, match=r"retraced \d+ times.*guard at .*test_grad.py"):
         for k in range(irad.api.RETRACE_WARN_AFTER + 2):
             np.testing.assert_allclose(g(np.array([float(k), 1.0])), np.full(2, float(k)))
 
@@ -220,5 +220,5 @@ def test_user_rules_closure_scalar_and_explicit():
     x = np.array([0.5, -1.0, 2.0])
     np.testing.assert_allclose(irad.grad(f)(x), 2 * x + 3 * x ** 2)
     prog = irad.compile(f, x, passes=[])
-    assert "rule_fwd[test_user_rules_closure_scalar_and_explicit.<locals>.my_square]" in str(prog.graph)
+    assert "test_user_rules_closure_scalar_and_explicit.<locals>.my_square](" in str(prog.graph)
     check_grads(f, x)

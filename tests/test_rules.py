@@ -195,6 +195,9 @@ for fn, make in UNARY:
     case(fn, make(3, 4))
     case(fn, make())                                # 0-d array
     case(fn, np.float64(make()[()]))                # numpy scalar
+case(np.ndarray.conj, C(3, 2))
+case(np.ndarray.conjugate, C(3))
+case(np.ndarray.conj, R(3))
 for fn in (np.exp, np.log, np.sin, np.cos, np.tanh, np.sqrt, np.square, np.reciprocal,
            np.absolute, np.real, np.imag, np.conjugate, np.angle, np.log1p, np.expm1, np.arctan):
     case(fn, C(3, 2) + 2.0)
@@ -251,6 +254,10 @@ for fn in (np.sum, np.ndarray.sum, np.mean, np.ndarray.mean, np.prod, np.ndarray
     case(fn, np.array(0.5))
     case(fn, C(3, 2), axis=0)
 case(np.sum, 1.5)
+case(np.sum, [0.5, np.float64(1.5), 2.0])           # a list argument: an array cotangent works
+case(np.mean, [[0.5, 1.0], [np.float64(1.5), 2.0]], axis=0)
+case(np.max, [0.5, 3.0, 2.0])
+case(np.exp, [0.5, 1.0])
 case(np.sum, R(3, 4), axis=1, where=np.array([True, False, True, True]))
 case(np.sum, R(3, 4), initial=2.0)
 case(np.mean, R(3, 4), axis=0, where=np.array([[True], [False], [True]]))
@@ -371,6 +378,9 @@ case(operator.getitem, R(6), np.array([5, 5, 0, 1, 5]))
 case(operator.getitem, np.array(1.5), ())
 case(operator.getitem, np.array(1.5), None)
 case(operator.getitem, C(4), np.array([1, 1, 3]))
+case(operator.getitem, [0.5, R(3), 1.5], 1)                  # lists: a list cotangent
+case(operator.getitem, (0.5, np.float64(2.0), 1.5), -2)
+case(operator.getitem, [0.5, R(2), 1.5, 2.5], slice(1, None, 2))
 
 SETS = [
     ((1, 2), 0.7),
@@ -451,6 +461,8 @@ case(np.moveaxis, R(2, 3, 4), (0, 1), (2, 0))
 case(np.rollaxis, R(2, 3, 4, 5), 3, 1)
 case(np.rollaxis, R(2, 3, 4, 5), 1, 4)
 case(np.rollaxis, R(2, 3, 4, 5), -1)
+case(np.rollaxis, R(2, 3, 4, 5), 2, 0)
+case(np.rollaxis, R(2, 3, 4, 5), 0, start=-1)
 case(np.broadcast_to, R(4), (3, 4))
 case(np.broadcast_to, R(3, 1), (2, 3, 4))
 case(np.broadcast_to, 1.5, (2, 2))
@@ -712,6 +724,7 @@ case(np.linalg.inv, C(3, 3) + 3 * np.eye(3))
 case(np.linalg.det, R(3, 3) + 2 * np.eye(3))
 case(np.linalg.det, R(2, 3, 3) + 2 * np.eye(3))
 case(np.linalg.det, C(2, 2) + 2 * np.eye(2))
+case(np.linalg.det, [[1.5, 0.5], [np.float64(-0.5), 2.0]])
 case(np.linalg.slogdet, R(3, 3) - 2 * np.eye(3))
 case(np.linalg.slogdet, spd(2, (3,)))
 case(np.linalg.slogdet, C(3, 3) + 2 * np.eye(3))

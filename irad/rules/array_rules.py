@@ -31,11 +31,37 @@ def _is_basic(index: Any) -> bool:
 
 
 def getitem_fwd(a: Any, index: Any) -> tuple[Any, Any]:
+    if isinstance(a, (list, tuple)):
+        return _seq_getitem_fwd(a, index)
     return a[index], (np.shape(a), np.result_type(a), index)
+
+
+def _seq_getitem_fwd(a: Any, index: Any) -> tuple[Any, Any]:
+    """``xs[i]`` / ``xs[i:j]`` on a list or tuple whose selected items are values, not lists."""
+    y = a[index]
+    picked = range(len(a))[index]
+    items = [a[i] for i in picked] if isinstance(picked, range) else [a[picked]]
+    if any(isinstance(v, (list, tuple, dict)) for v in items):
+        raise NotImplementedError("irad: indexing a list of lists has no rule")
+    return y, ("seq", len(a), picked, type(a))
+
+
+def _seq_getitem_pullback(s: Any, g: Any) -> tuple[Any, None]:
+    """One cotangent per item: ``g`` (a tuple of them for a slice) at the items selected."""
+    _, n, picked, seqtype = s
+    cot: list[Any] = [None] * n
+    if isinstance(picked, range):
+        for k, i in enumerate(picked):
+            cot[i] = g[k]
+    else:
+        cot[picked] = g
+    return (tuple(cot) if seqtype is tuple else cot), None
 
 
 def getitem_pullback(s: Any, g: Any) -> tuple[Any, None]:
     """Scatter-add ``g`` into zeros: repeated integer indices accumulate."""
+    if s[0] == "seq":
+        return _seq_getitem_pullback(s, g)
     shape, dtype, index = s
     if dtype.kind not in "fc":
         return None, None
@@ -271,11 +297,12 @@ def moveaxis_pullback(s: Any, g: Any) -> tuple[Any, None, None]:
     return np.moveaxis(g, s[1], s[0]), None, None
 
 
-def rollaxis_fwd(a: Any, axis: int, start: int = 0) -> tuple[Any, Any]:
+def rollaxis_fwd(a: Any, axis: int, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    start = args[0] if args else kw.get("start", 0)
     nd = np.ndim(a)
     ax, st = axis % nd, start + nd if start < 0 else start
     dest = st - 1 if ax < st else st  # rollaxis is a moveaxis (numpy's own definition)
-    return np.rollaxis(a, axis, start), (ax, dest, 2 if start == 0 else 3)
+    return np.rollaxis(a, axis, *args, **kw), (ax, dest, 2 + len(args))
 
 
 def rollaxis_pullback(s: Any, g: Any) -> tuple[Any, ...]:

@@ -98,6 +98,10 @@ def conj_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
     return np.conjugate(x, **kw), None
 
 
+def ndarray_conj_fwd(x: Any) -> tuple[Any, Any]:
+    return x.conj(), None
+
+
 def conj_pullback(s: Any, g: Any) -> tuple[Any]:
     return (np.conj(g),)
 
@@ -176,6 +180,8 @@ T.rule(np.sign, sign_fwd, sign_pullback, "zero for real input; complex: z/|z|")
 T.rule(np.real, real_fwd, identity_pullback)
 T.rule(np.imag, imag_fwd, imag_pullback)
 T.rule(np.conjugate, conj_fwd, conj_pullback)
+T.rule(np.ndarray.conj, ndarray_conj_fwd, conj_pullback)
+T.rule(np.ndarray.conjugate, ndarray_conj_fwd, conj_pullback)
 T.rule(np.angle, angle_fwd, angle_pullback, "zero for real input")
 T.rule(np.clip, clip_fwd, clip_pullback, "x keeps the cotangent on the boundary")
 T.rule(np.ndarray.clip, ndarray_clip_fwd, clip_pullback, "x keeps the cotangent on the boundary")
@@ -619,7 +625,7 @@ T.rule(np.unique, unique_fwd, unique_pullback, "shared evenly by equal elements"
 
 T.nograd(
     np.floor, np.ceil, np.round, np.around, np.rint, np.fix, np.trunc, np.signbit,
-    np.heaviside, np.spacing, np.nextafter, np.floor_divide,
+    np.heaviside, np.spacing, np.floor_divide,
     np.all, np.any, np.argmax, np.argmin, np.argpartition, np.argsort, np.argwhere, np.nonzero,
     np.flatnonzero, np.count_nonzero, np.searchsorted, np.digitize, np.isin,
     np.ndim, np.shape, np.size, np.result_type, np.iscomplexobj, np.isrealobj, np.iscomplex,

@@ -105,7 +105,15 @@ def pow_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     gx = g * cj(y * x ** np.where(y == 0, 1.0, y - 1.0))
     if _is_int(y):
         return gx, None
-    return gx, g * cj(out * np.log(np.where(x == 0, 1.0, x)))
+    return gx, g * cj(out * _log_base(x))
+
+
+def _log_base(x: Any) -> Any:
+    """log(x) for d(x**y)/dy: 0 at x == 0 (x**y is flat in y there), NaN (quietly) for x < 0."""
+    if np.iscomplexobj(x):
+        return np.log(np.where(x == 0, 1.0, x))
+    pos = x > 0
+    return np.where(pos, np.log(np.where(pos, x, 1.0)), np.where(x == 0, 0.0, np.nan))
 
 
 T.rule(operator.add, add_fwd, add_pullback)
