@@ -9,7 +9,8 @@ from .rules import defrule
 from .rules import non_differentiable, rrule, scalar_rule
 from .trace import trace
 from .api import Program, compile, grad, value_and_grad, vjp
+from . import testing  # noqa: E402  (irad.testing.check_grads / check_rule)
 
-__all__ = ["Program", "compile", "grad", "value_and_grad", "vjp", "Const", "Graph", "GuardError", "IradError", "NoRuleError", "Op", "TraceError", "UnsupportedError",
-           "Var", "VerifyError", "defrule", "errors", "non_differentiable", "rrule", "rules", "scalar_rule",
-           "trace", "verify"]
+__all__ = ["Const", "Graph", "GuardError", "IradError", "NoRuleError", "Op", "Program", "TraceError",
+           "UnsupportedError", "Var", "VerifyError", "compile", "defrule", "errors", "grad", "non_differentiable",
+           "rrule", "rules", "scalar_rule", "testing", "trace", "value_and_grad", "verify", "vjp"]

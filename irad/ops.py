@@ -92,6 +92,8 @@ def sum_to(g: Any, shape: tuple[int, ...]) -> Any:
 
 def to_dtype(g: Any, dtype: Any, scalar: bool) -> Any:
     """A cotangent cast to its primal's dtype (a numpy scalar when the primal is one)."""
+    if np.iscomplexobj(g) and not np.issubdtype(dtype, np.complexfloating):
+        g = np.real(g)  # a real primal's cotangent is the real part
     r = np.asarray(g, dtype=dtype)
     return r[()] if scalar else r
 

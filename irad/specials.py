@@ -328,7 +328,8 @@ def _array_unsupported(name: str) -> Handler:
 _ITER_CONSUMERS = (builtins.list, builtins.tuple, builtins.enumerate, builtins.zip, builtins.iter,
                    builtins.set, builtins.frozenset)
 _STATIC = (builtins.isinstance, builtins.issubclass, builtins.callable, builtins.id, builtins.type,
-           np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealobj, np.isscalar, np.iterable, np.result_type)
+           np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealobj, np.isscalar, np.iterable, np.result_type,
+           np.can_cast, np.min_scalar_type, np.promote_types)
 _CALLBACK_TAKERS: tuple[tuple[Any, tuple[int, ...]], ...] = (
     (builtins.map, (0,)), (builtins.filter, (0,)), (functools.reduce, (0,)), (itertools.starmap, (0,)),
     (itertools.filterfalse, (0,)), (itertools.takewhile, (0,)), (itertools.dropwhile, (0,)),

@@ -71,10 +71,21 @@ def _member(f: Any, table: dict[int, Any]) -> bool:
 
 
 _SEQUENCE_FUNCS_ = _by_id(_SEQUENCE_FUNCS)
+#: functions of shapes and dtypes only: never recorded, never guarded (shapes are static)
+_STATIC_FUNCS_ = _by_id([np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealobj, np.result_type, np.can_cast,
+                         np.isscalar, np.iterable, np.min_scalar_type, np.promote_types, builtins.len,
+                         builtins.isinstance, builtins.type, builtins.id, builtins.callable, builtins.issubclass])
 _DATA_SHAPED_ = _by_id(_DATA_SHAPED)
 _TRANSPARENT_ = _by_id(_TRANSPARENT)
 _STRUCTURAL_VIEWS_ = _by_id(_STRUCTURAL_VIEWS)
 _DUNDER_BUILTINS_ = _by_id(DUNDER_BUILTINS)
+
+
+def _is_one_of(x: Any, items: Any) -> bool:
+    for a in items:
+        if a is x:
+            return True
+    return False
 
 
 def trackable(x: Any) -> bool:
@@ -234,22 +245,30 @@ class Tracer:
         f = self._user_frame()
         if f is None:
             return None
-        return Loc(f.f_code.co_filename, f.f_lineno or 0, f.f_code.co_qualname)
+        key = (id(f.f_code), f.f_lineno)
+        loc = _LOCS.get(key)
+        if loc is None:
+            loc = _LOCS[key] = Loc(f.f_code.co_filename, f.f_lineno or 0, f.f_code.co_qualname)
+        return loc
 
     def emit(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], outs: tuple[Var, ...],
              unpack: bool = False, prim: str | None = None) -> Op:
-        op = Op(prim or registry.qualname(fn), tuple(args), tuple(kwargs.items()), outs, fn, self.loc(), unpack)
+        op = Op(prim or registry.qualname(fn), tuple(args), tuple(kwargs.items()) if kwargs else (), outs, fn,
+                self.loc(), unpack)
         self.ops.append(op)
         return op
 
     def record(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], result: Any,
                *, rebind: bool = False, atoms: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> Any:
         """Record ``result = fn(*args, **kwargs)`` (already computed) and return what user code sees."""
-        a_args, a_kwargs = atoms if atoms is not None else (
-            tuple(self.atom(a) for a in args), {k: self.atom(v) for k, v in kwargs.items()})
+        if atoms is not None:
+            a_args, a_kwargs = atoms
+        else:
+            a_args = tuple([self.atom(a) for a in args])
+            a_kwargs = {k: self.atom(v) for k, v in kwargs.items()} if kwargs else {}
         if trackable(result):
-            if not rebind and (id(result) in self.vars or any(result is a for a in args)
-                               or any(result is v for v in kwargs.values())):
+            if not rebind and (id(result) in self.vars or _is_one_of(result, args)
+                               or (kwargs and _is_one_of(result, kwargs.values()))):
                 result = _fresh(result)
             v = self.new_var(result)
             self.emit(fn, a_args, a_kwargs, (v,))
@@ -260,19 +279,21 @@ class Tracer:
         if isinstance(result, (bool, int, np.bool_)):
             v = self.new_var(result)
             self.emit(fn, a_args, a_kwargs, (v,))
+            self.values[v.id] = result
             self._guard(v, result)
             return result
         if isinstance(result, (tuple, list)) and result and any(
                 trackable(x) or isinstance(x, (bool, int, np.bool_, str, bytes)) for x in flatten(result)[0]):
             return self._record_container(fn, a_args, a_kwargs, result, args)
         if result is None or isinstance(result, _UNTRACKED_RESULTS) or id(result) in self.vars or \
-                any(result is a for a in args):
+                _is_one_of(result, args):
             self.emit(fn, a_args, a_kwargs, ())
             return result
         # an opaque value (a string, a random generator, ...) that depends on what flowed in
         v = self.new_var(result)
         self.emit(fn, a_args, a_kwargs, (v,))
         if isinstance(result, (str, bytes)) and len(result) < 2:
+            self.values[v.id] = result
             self._guard(v, result)  # CPython shares short strings: they cannot carry a Var
         else:
             self.track(result, v)
@@ -288,6 +309,7 @@ class Tracer:
             v = self.new_var(x)
             outs.append(v)
             new_leaves.append(x)
+            self.values[v.id] = x
             if isinstance(x, (bool, int, np.bool_)) or (isinstance(x, (str, bytes)) and len(x) < 2):
                 guards.append((v, x))
         self.emit(fn, a_args, a_kwargs, tuple(outs), unpack=True)
@@ -551,7 +573,21 @@ class Tracer:
         if inplace_array:
             return self._binop_inplace(a, b, op)
         fn = hooks.OUT_OF_PLACE[op]
-        return self.record(fn, (a, b), {}, fn(a, b))
+        # NOTE: the hot path of scalar code: record inline instead of through record()
+        r = fn(a, b)
+        if not trackable(r):
+            return self.record(fn, (a, b), {}, r)
+        if r is a or r is b or id(r) in vars_:
+            r = _fresh(r)
+        va, vb = vars_.get(id(a)), vars_.get(id(b))
+        if self.stale:
+            va, vb = (self.atom(a) if va is not None else None), (self.atom(b) if vb is not None else None)
+        v = Var(self.next_id, typeof(r))
+        self.next_id += 1
+        self.ops.append(Op(_OP_NAMES[op], (va if va is not None else self.atom(a), vb if vb is not None else
+                                           self.atom(b)), (), (v,), fn, self.loc(), False))
+        self.track(r, v)
+        return r
 
     def _binop_inplace(self, a: np.ndarray, b: Any, op: int) -> Any:
         """``a op= b`` on an array: a genuine in-place update."""
@@ -835,6 +871,8 @@ class Tracer:
 
     def call_prim(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call into code irad does not trace through: record it if traced values flow in."""
+        if _member(f, _STATIC_FUNCS_):
+            return f(*args, **kwargs)  # depends on shapes and dtypes only
         owner = getattr(f, "__self__", None)
         if _reduces_iterable(f, owner) and any(_is_iterator(a) for a in args):
             # math.fsum(map(...)), "".join(generator): let the tracer see the items
@@ -981,6 +1019,8 @@ def _instrument_callbacks(a: Any) -> Any:
 
 
 _MOD = hooks._NAMES.index("mod")
+_OP_NAMES = [registry.qualname(f) for f in hooks.OUT_OF_PLACE]
+_LOCS: dict[tuple[int, int], Loc] = {}  # keyed by instrumented code objects, which stay alive
 _FAST = frozenset({float, int, bool, complex, np.ndarray, np.float64, np.float32, np.int64, str, type(None)})
 _CONTAINER_FAST = frozenset({list, tuple, dict, set, str, range})
 

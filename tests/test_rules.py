@@ -411,6 +411,12 @@ case(ops.sum_to, R(3, 4), (1, 4))
 case(ops.sum_to, R(2, 3, 4), (4,))
 case(ops.sum_to, R(3), (3,))
 case(ops.sum_to, R(3), (1, 3))
+if hasattr(ops, "to_dtype"):
+    case(ops.to_dtype, R(3), np.dtype(np.float64), False)
+    case(ops.to_dtype, C(3), np.dtype(np.float64), False)
+    case(ops.to_dtype, np.array(0.5), np.dtype(np.float64), True)
+    case(ops.to_dtype, R(3), np.dtype(np.complex128), False)
+    case(ops.to_dtype, 0.5, np.dtype(np.float32), True, _opts={"rtol": 1e-3, "atol": 1e-5, "eps": 1e-3})
 
 # ---- reshaping -------------------------------------------------------------------------------
 
@@ -702,6 +708,9 @@ EINSUM = [
     (",i->i", 2.5, R(3)), ("Ba,aC", R(2, 3), R(3, 4)), ("i,j,k->ijk", R(2), R(3), R(2)),
     ("ij,ij", R(3, 4), R(3, 4)), ("ba", R(2, 3)), (" i j , j k -> i k ", R(2, 3), R(3, 2)),
     ("ij,ik->jk", C(3, 2), C(3, 2)),
+    ("...ij,...jk->...ik", R(2, 1, 3, 4), R(5, 4, 2)),          # size-1 batch axis broadcasts
+    ("i...->...", R(3, 2)), ("...ii->...i", R(2, 3, 3)), ("...j", R(2, 3)),
+    ("ij...,jk...", R(2, 3), R(3, 2, 4)),
 ]
 for spec, *operands in EINSUM:
     case(np.einsum, spec, *operands)

@@ -110,3 +110,101 @@ def test_inputs_are_not_mutated_by_tracing() -> None:
         before = copy_args(args)
         irad.trace(c.fn, *args)
         assert_same(args, before, name)
+
+
+# ---- the printed form: a contract (hand-written expectations) ---------------------------------
+
+import math  # noqa: E402
+
+F = "test_trace_corpus.py"
+EYE = np.eye(3)
+
+
+def _line(text: str, line: int) -> str:
+    return f"{text:<44} # {F}:{line}"
+
+
+def design_loss(W, b):
+    h = np.tanh(np.matmul(W, b))
+    return np.sum(h)
+
+
+def test_print_design_example() -> None:
+    g = irad.trace(design_loss, np.ones((128, 64)), np.ones(64))
+    L = design_loss.__code__.co_firstlineno
+    assert str(g) == "\n".join([
+        "graph design_loss(%0: f64[128,64], %1: f64[64]) -> f64[]:",
+        _line("  %2: f64[128] = numpy.matmul(%0, %1)", L + 1),
+        _line("  %3: f64[128] = numpy.tanh(%2)", L + 1),
+        _line("  %4: f64[] = numpy.sum(%3)", L + 2),
+        "  return %4",
+    ])
+
+
+def layer_step(params, x):
+    W, b = params["W"], params["b"]
+    h = x @ W + b
+    if h.sum() > 0:
+        h = h * 2.0
+    out = h.copy()
+    out[0] = 0.0
+    return {"out": out, "mean": out.mean(axis=0)}
+
+
+def test_print_pytrees_guard_and_inplace_update() -> None:
+    params = {"W": np.ones((3, 2)), "b": np.ones(2)}
+    g = irad.trace(layer_step, params, np.ones((4, 3)))
+    L = layer_step.__code__.co_firstlineno
+    assert str(g) == "\n".join([
+        "graph layer_step(%0: f64[3,2], %1: f64[2], %2: f64[4,3]) -> (f64[4,2], f64[2]):",
+        _line("  %3: f64[4,2] = operator.matmul(%2, %0)", L + 2),
+        _line("  %4: f64[4,2] = operator.add(%3, %1)", L + 2),
+        _line("  %5: f64[] = numpy.ndarray.sum(%4)", L + 3),
+        _line("  %6: bool[] = operator.gt(%5, 0)", L + 3),
+        _line("  irad.ops.guard[expected=True](%6)", L + 3),
+        _line("  %7: f64[4,2] = operator.mul(%4, 2.0)", L + 4),
+        _line("  %8: f64[4,2] = numpy.ndarray.copy(%7)", L + 5),
+        _line("  %9: f64[4,2] = irad.ops.setitem(%8, 0, 0.0)", L + 6),
+        _line("  %10: f64[2] = numpy.ndarray.mean[axis=0](%9)", L + 7),
+        "  return %9, %10",
+    ])
+    assert [op.prim for op in g.guards] == ["irad.ops.guard"]
+    assert [v.hint for v in g.inputs] == ["params.W", "params.b", "x"]
+
+
+def scalar_code(a, b):
+    return math.sin(a) * b + max(a, 1.0)
+
+
+def test_print_python_floats() -> None:
+    g = irad.trace(scalar_code, 0.5, 2.0)
+    L = scalar_code.__code__.co_firstlineno
+    assert str(g) == "\n".join([
+        "graph scalar_code(%0: float, %1: float) -> float:",
+        _line("  %2: float = math.sin(%0)", L + 1),
+        _line("  %3: float = operator.mul(%2, %1)", L + 1),
+        _line("  %4: float = builtins.max(%0, 1.0)", L + 1),
+        _line("  %5: float = operator.add(%3, %4)", L + 1),
+        "  return %5",
+    ])
+
+
+def qr_loss(A):
+    q, r = np.linalg.qr(A + EYE)
+    return np.trace(r) + q[0, 0], A[::-1, 1:]
+
+
+def test_print_global_constant_and_unpacking_op() -> None:
+    g = irad.trace(qr_loss, np.diag([1.0, 2.0, 3.0]))
+    L = qr_loss.__code__.co_firstlineno
+    assert str(g) == "\n".join([
+        "graph qr_loss(%0: f64[3,3]) -> (f64[], f64[3,2]):",
+        "  $EYE: f64[3,3] = global EYE",
+        _line("  %1: f64[3,3] = operator.add(%0, $EYE)", L + 1),
+        _line("  %2: f64[3,3], %3: f64[3,3] = numpy.linalg.qr(%1)", L + 1),
+        _line("  %4: f64[] = numpy.trace(%3)", L + 2),
+        _line("  %5: f64[] = operator.getitem(%2, (0, 0))", L + 2),
+        _line("  %6: f64[] = operator.add(%4, %5)", L + 2),
+        _line("  %7: f64[3,2] = operator.getitem(%0, (::-1, 1:))", L + 2),
+        "  return %6, %7",
+    ])

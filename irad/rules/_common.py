@@ -7,7 +7,7 @@ The helpers are plain numpy functions: rule bodies call them and they trace like
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -154,7 +154,3 @@ def struct_cot(obj: Any, g: Any) -> Any:
     if not is_float(obj):
         return None
     return np.reshape(g, np.shape(obj))
-
-
-def leaves_of(seq: Iterable[Any]) -> list[Any]:
-    return list(seq)

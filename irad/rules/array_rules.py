@@ -139,6 +139,15 @@ def sum_to_pullback(gshape: tuple[int, ...], h: Any) -> tuple[Any, None]:
     return np.broadcast_to(h, gshape), None
 
 
+def to_dtype_fwd(g: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return ops.to_dtype(g, *args, **kw), 1 + len(args)
+
+
+def to_dtype_pullback(n: int, h: Any) -> tuple[Any, ...]:
+    """A cast (real part for complex to real) passes the cotangent through."""
+    return (h,) + nones(n - 1)
+
+
 def sort_inplace_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = ops.sort_inplace(a, *args, **kw)
     return y, sort_state(a, y, args, kw)
@@ -152,6 +161,7 @@ T.rule(ops.copyto, copyto_fwd, copyto_pullback)
 T.rule(ops.fill_diagonal, fill_diagonal_fwd, fill_diagonal_pullback)
 T.rule(ops.sum_to, sum_to_fwd, sum_to_pullback)
 T.rule(ops.sort_inplace, sort_inplace_fwd, sort_pullback, "ties split evenly")
+T.rule(getattr(ops, "to_dtype", None), to_dtype_fwd, to_dtype_pullback)
 T.nograd(ops.guard, ops.guard_shape, ops.zeros_like)
 
 # ---- reshaping -------------------------------------------------------------------------------
