@@ -201,7 +201,8 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
             raw.append(v)
         if not outs:
             continue
-        b.ops.append(Op("pullback", (s, ybar), (("_rule", Const(rule, STATE)),), tuple(outs), rule.bwd, op.loc,
+        prim = "call_pullback" if rule.kind == "closure" else "pullback"  # state: a closure (not serialisable)
+        b.ops.append(Op(prim, (s, ybar), (("_rule", Const(rule, STATE)),), tuple(outs), rule.bwd, op.loc,
                         tuple(paths)))
         for v, out in zip(raw, outs):
             _accumulate(b, cot, v, _fit(b, out, v, op.loc))

@@ -345,7 +345,9 @@ def evaluate_residuals(fwd_g: Graph, joint: ad.Joint, values: dict[int, Any]) ->
     that passes introduced (inlined rule state) are recomputed from them by the forward ops that
     define them, never by running ``f`` (or its effects) again."""
     from .ir import bind_outputs, map_atoms
-    env = dict(joint.values)
+    # NOTE: rule state may have changed form in the passes (a lifted closure's state is its
+    # captured values): state values are recomputed, never reused
+    env = {k: v for k, v in joint.values.items() if k not in _state_ids(joint.graph)}
     need = [o for o in fwd_g.outputs[joint.n_outputs:] if isinstance(o, Var) and o.id not in env]
     if need:
         from .effects import is_impure_prim
@@ -354,9 +356,14 @@ def evaluate_residuals(fwd_g: Graph, joint: ad.Joint, values: dict[int, Any]) ->
                 continue
             r = op.fn(*[map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value) for a in op.args],
                       **{k: map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value)
-                         for k, a in op.kwargs})
+                         for k, a in op.kwargs if k[0] != "_"})
             bind_outputs(op, r, env)
     return [env[o.id] if isinstance(o, Var) else o.value for o in fwd_g.outputs[joint.n_outputs:]]
+
+
+def _state_ids(g: Graph) -> set[int]:
+    from .ir import STATE
+    return {o.id for op in g.ops for o in op.outs if o.type == STATE}
 
 
 def split(joint: ad.Joint, g: Graph | None = None) -> tuple[Graph, Graph, int]:

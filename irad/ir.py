@@ -211,7 +211,8 @@ class Loc:
 
 @dataclass(frozen=True, init=False)
 class Op:
-    """``outs = prim[kwargs](*args)``.  ``fn`` is the callable that evaluates it.
+    """``outs = prim[kwargs](*args)``.  ``fn`` is the callable that evaluates it; keyword
+    entries whose name starts with ``_`` are attributes of the op (``_rule``), not arguments.
 
     ``unpack`` says how ``outs`` bind the result: ``False``: the result itself; ``True``: the
     leaves of the result pytree; ``"fwd"``: a rule's ``(y, state)``: the leaves of ``y``, then the
@@ -357,7 +358,7 @@ def evaluate(g: Graph, inputs: Sequence[Any]) -> list[Any]:
     for op in g.ops:
         assert op.fn is not None, f"op {op.prim} has no callable"
         args = [map_atoms(a, get) for a in op.args]
-        kwargs = {k: map_atoms(a, get) for k, a in op.kwargs}
+        kwargs = {k: map_atoms(a, get) for k, a in op.kwargs if k[0] != "_"}  # "_name": an attribute only
         try:
             r = op.fn(*args, **kwargs)
         except GuardError as e:

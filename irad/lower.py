@@ -220,7 +220,7 @@ class _Emitter:
             tmp = self.fresh("y")
             return [f"{tmp}, {self.var(s)} = {rhs}  # {_comment(rule.name)}",
                     f"{', '.join(self.var(y) for y in ys)}, = _leaves({tmp})"]
-        if op.prim == "pullback":
+        if op.prim in ("pullback", "call_pullback"):
             rule = op.kw("_rule")
             f = self.obj(op.fn, op.fn.__name__)
             rhs = f"{f}({self.arg(op.args[0])}, {self.arg(op.args[1])})"

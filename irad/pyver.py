@@ -142,3 +142,11 @@ def plain_attr_load(instr: Instr) -> Instr:
 
 def attr_name(instr: Instr) -> str:
     return instr.arg[1] if isinstance(instr.arg, tuple) else instr.arg
+
+
+def load_attr(name: str, loc: Any = None) -> Instr:
+    """A plain (non-method) attribute load."""
+    return Instr("LOAD_ATTR", (False, name) if PY312 else name, location=loc)
+
+#: instructions that push a cell for an inner closure (3.13 spells LOAD_CLOSURE as LOAD_FAST of a cell)
+CLOSURE_LOADS = frozenset({"LOAD_CLOSURE", "LOAD_FAST"} if PY313 else {"LOAD_CLOSURE"})

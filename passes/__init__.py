@@ -6,8 +6,9 @@ applies a pipeline until nothing changes.
 from .analysis import to_nx
 from .cse import cse
 from .dce import dce
+from .explicit_state import explicit_state, not_serialisable
 from .fold import fold_constants
 from .inline import inline_pullbacks
 from .manager import PIPELINE, run
 
-__all__ = ["PIPELINE", "cse", "dce", "fold_constants", "inline_pullbacks", "run", "to_nx"]
+__all__ = ["PIPELINE", "cse", "dce", "explicit_state", "not_serialisable", "fold_constants", "inline_pullbacks", "run", "to_nx"]

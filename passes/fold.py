@@ -27,7 +27,7 @@ def fold_constants(g: Graph) -> Graph:
                     tuple((k, map_atoms(v, sub)) for k, v in op.kwargs), op.outs, op.fn, op.loc, op.unpack)
         if len(op.outs) == 1 and not op.unpack and not op.inputs and not has_effect(op) and op.fn is not None:
             args = [map_atoms(a, lambda c: c.value) for a in op.args]
-            kwargs = {k: map_atoms(v, lambda c: c.value) for k, v in op.kwargs}
+            kwargs = {k: map_atoms(v, lambda c: c.value) for k, v in op.kwargs if k[0] != "_"}
             try:
                 with np.errstate(all="ignore"):
                     value = op.fn(*args, **kwargs)

@@ -8,13 +8,14 @@ from irad.ir import Graph, verify
 
 from .cse import cse
 from .dce import dce
+from .explicit_state import explicit_state
 from .fold import fold_constants
 from .inline import inline_pullbacks
 
 Pass = Callable[[Graph], Graph]
 
 #: the default pipeline of irad.compile (passes=None)
-PIPELINE: tuple[Pass, ...] = (inline_pullbacks, fold_constants, cse, dce)
+PIPELINE: tuple[Pass, ...] = (explicit_state, inline_pullbacks, fold_constants, cse, dce)
 
 
 def run(g: Graph, pipeline: Sequence[Pass] | None = None, *, max_rounds: int = 10, check: bool = False) -> Graph:
