@@ -250,6 +250,8 @@ def _fit(b: _Builder, c: Var, primal: Var, loc: Any) -> Var:
     if kind in ("float", "complex"):
         fn = float if kind == "float" else complex
         if c.type != pt:
+            if kind == "float" and np.iscomplexobj(b.val[c.id]):
+                c = b.emit(np.real, (c,), np.real(b.val[c.id]), hint, loc=loc)
             c = b.emit(fn, (c,), fn(b.val[c.id]), hint, f"builtins.{kind}", loc=loc)
         return c
     pdtype = getattr(pt, "dtype", None)

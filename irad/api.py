@@ -35,7 +35,11 @@ def _leaf_sig(x: Any) -> Any:
     tx = type(x)
     if tx is float or tx is complex or isinstance(x, np.generic):
         return tx
-    return (tx, x)  # static: part of the key by value
+    try:
+        hash(x)
+        return (tx, x)  # static: part of the key by value
+    except TypeError:
+        return (tx, repr(x))
 
 
 def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[Any]]:
@@ -196,6 +200,17 @@ class GradFunction:
                 return self._result(prog.unpack(flat))
         return self._retrace(key, args, kwargs, failed)
 
+    def __irad_trace_call__(self, tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Called on traced values (e.g. ``grad(grad(f))``): compile untraced, then run the
+        generated program under the tracer, which records its ops like any user code."""
+        from .hooks import paused
+        with paused():
+            prog = self.program(*args, **kwargs)
+        statics = {i for i, _ in prog.forward.statics}
+        leaves = flatten((args, kwargs))[0]
+        flat = tracer.call(prog.fn, tuple(x for i, x in enumerate(leaves) if i not in statics), {})
+        return self._result(prog.unpack(flat))
+
     def _retrace(self, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any], failed: list[str]) -> Any:
         self.traces += 1
         nums = _argnums(self.argnums, len(args))
@@ -279,6 +294,18 @@ def vjp(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable
     prog, y, residuals = _compile_vjp(f, args, kwargs)
     per_f.setdefault(key, []).insert(0, prog)
     return y, _pullback(prog, residuals, f)
+
+
+def _vjp_traced(tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``vjp`` called on traced values: compile untraced, run the forward program traced; the
+    pullback it returns is ordinary Python that the tracer follows when it is called."""
+    from .hooks import paused
+    f, fargs = args[0], args[1:]
+    key, leaves = signature(fargs, kwargs)
+    with paused():
+        prog = _compile_vjp(f, fargs, kwargs)[0]
+    flat = tracer.call(prog.fwd, tuple(leaves[i] for i in prog.dyn_pos), {})
+    return unflatten(prog.out_tree, flat[: prog.n_out]), _pullback(prog, list(flat[prog.n_out:]), f)
 
 
 def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) \
@@ -397,3 +424,6 @@ def split(joint: ad.Joint, g: Graph | None = None) -> tuple[Graph, Graph, int]:
     bwd = Graph(g.name + "_bwd", residuals + joint.ybar_inputs, tuple(bwd_ops), tuple(grad_outs), None, None, (),
                 g.provenance + ("split: backward",))
     return fwd, bwd, len(residuals)
+
+
+vjp.__irad_trace_call__ = _vjp_traced  # type: ignore[attr-defined]

@@ -265,3 +265,14 @@ FRAME_SENSITIVE: dict[int, tuple[Any, Callable[..., Any]]] = {
         (eval, _dynamic_code(eval)), (exec, _dynamic_code(exec)), (sys._getframe, _getframe),
     ]
 }
+
+
+class paused:
+    """``with paused():`` runs irad's own machinery (compiling a nested transform) untraced."""
+
+    def __enter__(self) -> None:
+        self.prev = STATE.tracer
+        STATE.tracer = None
+
+    def __exit__(self, *exc: Any) -> None:
+        STATE.tracer = self.prev

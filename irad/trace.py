@@ -821,6 +821,9 @@ class Tracer:
         tf = type(f)
         if tf is types.FunctionType:
             return self.call_python(f, args, kwargs)
+        nested = getattr(tf, "__irad_trace_call__", None)
+        if nested is not None:  # an irad transform (grad of grad): it knows how to be traced
+            return nested(f, self, args, kwargs)
         if tf is types.MethodType:
             fn = f.__func__
             if type(fn) is types.FunctionType:
@@ -836,9 +839,11 @@ class Tracer:
         if special is not None and special[0] is f:
             return special[1](self, args, kwargs)
         if isinstance(f, type):
-            if self._is_pyclass(f) and type(f) is type:
-                return self.construct(f, args, kwargs)
+            if self._is_pyclass(f) and (type(f) is type or self.dunder(type(f), "__call__") is _TYPE_CALL):
+                return self.construct(f, args, kwargs)  # also classes of metaclasses (abc.ABC) that keep type.__call__
             return self.call_prim(f, args, kwargs)
+        if tf is _LRU_WRAPPER and type(getattr(f, "__wrapped__", None)) is types.FunctionType:
+            return self.call_python(f.__wrapped__, args, kwargs)  # lru_cache/cache: trace the function itself
         if tf not in _FAST and self._is_pyclass(tf):
             d = self.dunder(tf, "__call__")
             if isinstance(d, types.FunctionType):
@@ -848,6 +853,9 @@ class Tracer:
         return self.call_prim(f, args, kwargs)
 
     def call_python(self, fn: types.FunctionType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        nested = getattr(fn, "__irad_trace_call__", None)
+        if nested is not None:
+            return nested(self, args, kwargs)
         if registry.lookup(fn, args) is not None or registry.is_nondiff(fn) or \
                 (fn.__module__ or "").startswith("numpy"):
             return self.call_prim(fn, args, kwargs)
@@ -934,13 +942,43 @@ class Tracer:
 
     def call_method(self, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``obj.name(...)`` on a traced value: recorded with the unbound method."""
+        if name[:2] == "__" and not kwargs:
+            direct = self._dunder_call(obj, name, args)
+            if direct is not _NO_DUNDER:
+                return direct
         meth = getattr(type(obj), name)
         mut = ARRAY_MUTATORS.get(name)
         if mut is not None and isinstance(obj, np.ndarray):
             return mut(self, obj, args, kwargs)
         if "out" in kwargs and kwargs["out"] is not None:
             return self._call_with_out(meth, (obj,) + args, kwargs)
-        return self.record(meth, (obj,) + args, kwargs, meth(obj, *args, **kwargs))
+        r = meth(obj, *args, **kwargs)
+        if r is None and isinstance(obj, np.ndarray):
+            # a method that returns nothing changed the array in place: never record it silently
+            raise self._unsupported(f"the in-place method a.{name}() on a traced array",
+                                    "write the update out of place")
+        return self.record(meth, (obj,) + args, kwargs, r)
+
+    def _dunder_call(self, obj: Any, name: str, args: tuple[Any, ...]) -> Any:
+        """``a.__add__(b)``, ``a.__setitem__(i, v)``...: the same as the operator they implement."""
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(obj, args[0])
+        if name == "__setitem__" and len(args) == 2:
+            return self.setitem(obj, args[0], args[1])
+        if len(args) == 1:
+            k = _DUNDER_BINOPS.get(name)
+            if k is not None:
+                return self.binop(obj, args[0], k)
+            k = _DUNDER_RBINOPS.get(name)
+            if k is not None:
+                return self.binop(args[0], obj, k)
+            k = _DUNDER_COMPARES.get(name)
+            if k is not None:
+                return self.compare(obj, args[0], k)
+        if not args and name in _DUNDER_UNARY:
+            return self.unary(obj, _DUNDER_UNARY[name]) if _DUNDER_UNARY[name] else \
+                self.call_prim(builtins.abs, (obj,), {})
+        return _NO_DUNDER
 
     def _call_with_out(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = kwargs["out"]
@@ -948,12 +986,29 @@ class Tracer:
         if not isinstance(target, np.ndarray):
             raise self.unsupported(f"{registry.qualname(f)}(..., out=...) with several outputs",
                                    "assign the result instead of passing out=")
-        rest = {k: v for k, v in kwargs.items() if k != "out"}
+        where = kwargs.get("where", True)
+        rest = {k: v for k, v in kwargs.items() if k != "out" and (k != "where" or where is True)}
         before = self.before_mutation(target, f"{registry.qualname(f)}(out=...)")
+        old = self.values[before.id] if isinstance(before, Var) else before.value
         atoms = (tuple(before if a is target else self.atom(a) for a in args),
                  {k: self.atom(v) for k, v in rest.items()})
+        # the new contents of `target`: f(...), where= keeps the old entries, cast to target's dtype
+        steps: list[tuple[Any, Any, Any]] = [(f, atoms, f(*(old if a is target else a for a in args), **rest))]
+        if where is not True:
+            r = steps[-1][2]
+            steps.append((np.where, ((self.atom(where), None, before), {}), np.where(where, r, old)))
+        if np.result_type(steps[-1][2]) != target.dtype:
+            steps.append((np.ndarray.astype, ((None, const(target.dtype)), {}), target))
         f(*args, **kwargs)
-        return self.rebind(target, f, atoms)
+        prev: Any = None
+        for k, (fn, (a_args, a_kwargs), value) in enumerate(steps):
+            a_args = tuple(prev if a is None else a for a in a_args)
+            if k == len(steps) - 1:
+                return self.rebind(target, fn, (a_args, a_kwargs))
+            prev = self.new_var(value)
+            self.emit(fn, a_args, a_kwargs, (prev,))
+            self.keep.append(value)
+            self.values[prev.id] = value
 
     # ---- the whole trace ------------------------------------------------------------------
 
@@ -1018,9 +1073,19 @@ def _instrument_callbacks(a: Any) -> Any:
     return a
 
 
+_TYPE_CALL = vars(type)["__call__"]
+_LRU_WRAPPER = type(functools.lru_cache(lambda: None))
 _MOD = hooks._NAMES.index("mod")
 _OP_NAMES = [registry.qualname(f) for f in hooks.OUT_OF_PLACE]
-_LOCS: dict[tuple[int, int], Loc] = {}  # keyed by instrumented code objects, which stay alive
+_LOCS: dict[tuple[int, int], Loc] = {}
+_NO_DUNDER = object()
+_DUNDER_BINOPS = {f"__{n.rstrip('_')}__": k for k, n in enumerate(hooks._NAMES)} | \
+    {f"__i{n.rstrip('_')}__": k + hooks.N_BINOPS for k, n in enumerate(hooks._NAMES)}
+_DUNDER_BINOPS["__div__"] = _DUNDER_BINOPS["__truediv__"]
+_DUNDER_RBINOPS = {f"__r{n.rstrip('_')}__": k for k, n in enumerate(hooks._NAMES)}
+_DUNDER_COMPARES = {"__lt__": 0, "__le__": 1, "__eq__": 2, "__ne__": 3, "__gt__": 4, "__ge__": 5}
+_DUNDER_UNARY = {"__neg__": "UNARY_NEGATIVE", "__pos__": "UNARY_POSITIVE", "__invert__": "UNARY_INVERT",
+                 "__abs__": ""}  # keyed by instrumented code objects, which stay alive
 _FAST = frozenset({float, int, bool, complex, np.ndarray, np.float64, np.float32, np.int64, str, type(None)})
 _CONTAINER_FAST = frozenset({list, tuple, dict, set, str, range})
 

@@ -11,6 +11,7 @@ The registration decorator ``case(...)`` returns the function unchanged.
 """
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 import functools
@@ -1811,3 +1812,43 @@ def join_of_formatted_values(x):
     print("[" + line + "]")
     print(*x, sep=" | ")
     return line
+
+
+class AbstractLayer(abc.ABC):
+    """A user class with a metaclass (abc.ABCMeta): its __init__ must still be traced."""
+
+    def __init__(self, w):
+        self.w = w * 2.0
+
+    @abc.abstractmethod
+    def forward(self, x):
+        ...
+
+
+class ConcreteLayer(AbstractLayer):
+    def forward(self, x):
+        return np.tanh(x * self.w)
+
+
+@case(normal((3,), (3,)), argnums=(0, 1), tags=("class",))
+def abc_subclass(w, x):
+    return np.sum(ConcreteLayer(w).forward(x) ** 2)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_poly(v):
+    return v * v + 0.5 * v
+
+
+@case(floats(1), tags=("calls",))
+def lru_cached_function(a):
+    return _cached_poly(a) + _cached_poly(a * 2.0)
+
+
+@case(normal((4,)), tags=("inplace", "ufunc-kwargs"))
+def ufunc_out_where_and_cast(x):
+    out = np.full(4, 0.25)
+    np.exp(x, out=out, where=x > 0)
+    low = np.zeros(4, dtype=np.float32)
+    np.multiply(x, 2.0, out=low)
+    return np.sum(out * x) + float(low.astype(np.float64) @ np.ones(4)) * 0.0 + np.sum(np.maximum(x, 0.0, out=None))
