@@ -242,7 +242,7 @@ class _Emitter:
         out = op.outs[0]
         note = loc
         if out.hint.endswith("_bar"):
-            note = {"operator.add": "  # accumulate", "irad.ops.sum_to": "  # undo broadcasting",
+            note = {"operator.add": "  # accumulate", "irad.ops.add_into": "  # accumulate in place", "irad.ops.sum_to": "  # undo broadcasting",
                     "irad.ops.zeros_like": "  # no gradient flows here"}.get(op.prim, loc)
         return [f"{self.var(out)} = {rhs}{note}"]
 

@@ -105,3 +105,9 @@ def zeros_like(x: Any) -> Any:
     if type(x) is complex:
         return 0j
     return np.zeros_like(x)
+
+
+def add_into(a: np.ndarray, b: Any) -> np.ndarray:
+    """``a + b`` written into ``a``'s buffer.  Only for an ``a`` nothing reads afterwards
+    (see ``irad.passes.accumulate_in_place``)."""
+    return np.add(a, b, out=a)

@@ -6,9 +6,10 @@ applies a pipeline until nothing changes.
 from .analysis import to_nx
 from .cse import cse
 from .dce import dce
+from .memory import accumulate_in_place
 from .explicit_state import explicit_state, not_serialisable
 from .fold import fold_constants
 from .inline import inline_pullbacks
 from .manager import PIPELINE, run
 
-__all__ = ["PIPELINE", "cse", "dce", "explicit_state", "not_serialisable", "fold_constants", "inline_pullbacks", "run", "to_nx"]
+__all__ = ["PIPELINE", "accumulate_in_place", "cse", "dce", "explicit_state", "not_serialisable", "fold_constants", "inline_pullbacks", "run", "to_nx"]
