@@ -244,8 +244,7 @@ def _fit(b: _Builder, c: Var, primal: Var, loc: Any) -> Var:
     hint = c.hint
     pshape = getattr(pt, "shape", ())
     if getattr(ct, "shape", ()) != pshape:
-        v = irad_ops.sum_to(b.val[c.id], pshape)
-        c = b.emit(irad_ops.sum_to, (c, const(pshape)), v, hint, "irad.ops.sum_to", loc=loc)
+        c = _unbroadcast(b, c, pshape, loc)
     kind = getattr(pt, "kind", None)
     if kind in ("float", "complex"):
         fn = float if kind == "float" else complex
@@ -261,6 +260,27 @@ def _fit(b: _Builder, c: Var, primal: Var, loc: Any) -> Var:
         c = b.emit(irad_ops.to_dtype, (c, const(np.dtype(pdtype)), const(scalar)), v, hint, "irad.ops.to_dtype",
                    loc=loc)
     return c
+
+
+def _unbroadcast(b: _Builder, c: Var, pshape: tuple[int, ...], loc: Any) -> Var:
+    """Sum a cotangent down to its primal's shape with the axes worked out now (shapes are static):
+    ``np.sum(g, axis=0)`` reads like the hand-written line; ``irad.ops.sum_to`` covers the rest."""
+    gshape = getattr(c.type, "shape", ())
+    lead = len(gshape) - len(pshape)
+    tail = gshape[lead:] if lead >= 0 else ()
+    if lead >= 0 and all(g == p or p == 1 for g, p in zip(tail, pshape)):
+        kept = tuple(lead + i for i, (g, p) in enumerate(zip(tail, pshape)) if p == 1 and g != 1)
+        axes = tuple(range(lead)) + kept
+        if kept:
+            v = np.sum(b.val[c.id], axis=axes, keepdims=True)
+            c = b.emit(np.sum, (c,), v, c.hint, kwargs=(("axis", const(axes)), ("keepdims", const(True))), loc=loc)
+            if lead:
+                c = b.emit(np.reshape, (c, const(pshape)), np.reshape(v, pshape), c.hint, loc=loc)
+            return c
+        v = np.sum(b.val[c.id], axis=axes)
+        return b.emit(np.sum, (c,), v, c.hint, kwargs=(("axis", const(axes)),), loc=loc)
+    v = irad_ops.sum_to(b.val[c.id], pshape)
+    return b.emit(irad_ops.sum_to, (c, const(pshape)), v, c.hint, "irad.ops.sum_to", loc=loc)
 
 
 def _accumulate(b: _Builder, cot: dict[int, Any], v: Var, c: Any) -> None:

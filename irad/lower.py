@@ -33,6 +33,11 @@ _PREFIX = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
 _BUILTINS = {getattr(builtins, n): n for n in ("abs", "float", "complex", "int", "bool", "max", "min", "len",
                                                "round", "sum", "print", "divmod", "pow")}
 _SHORT_DTYPE = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "b", "complex128": "c128"}
+#: what a line computing a cotangent does, by operator (comments of the backward program)
+_BAR_NOTES = {"operator.add": "  # accumulate", "irad.ops.add_into": "  # accumulate in place",
+              "irad.ops.sum_to": "  # undo broadcasting", "numpy.sum": "  # undo broadcasting",
+              "numpy.reshape": "  # undo broadcasting", "irad.ops.zeros_like": "  # no gradient flows here",
+              "irad.ops.to_dtype": "  # cast to the argument's dtype", "builtins.float": "  # a float argument"}
 _METHOD_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType)
 
 
@@ -241,9 +246,8 @@ class _Emitter:
             return [f"{', '.join(self.var(o) for o in op.outs)}, = _leaves({rhs}){loc}"]
         out = op.outs[0]
         note = loc
-        if out.hint.endswith("_bar"):
-            note = {"operator.add": "  # accumulate", "irad.ops.add_into": "  # accumulate in place", "irad.ops.sum_to": "  # undo broadcasting",
-                    "irad.ops.zeros_like": "  # no gradient flows here"}.get(op.prim, loc)
+        if out.hint.endswith("_bar") and not (op.loc and op.loc.func.startswith("pullback of")):
+            note = _BAR_NOTES.get(op.prim, loc)
         return [f"{self.var(out)} = {rhs}{note}"]
 
 

@@ -193,6 +193,8 @@ def _len(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if t.is_tracked(n):
                 t.guard_value(n)
             return operator.index(n)
+    if t.is_tracked(obj) and not isinstance(obj, np.ndarray):  # a string made from traced values
+        return t.record(builtins.len, (obj,), {}, builtins.len(obj))
     return builtins.len(obj)
 
 

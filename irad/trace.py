@@ -730,8 +730,14 @@ class Tracer:
 
     def iterable(self, v: Any) -> Any:
         """What iterating over ``v`` should iterate: rows of a traced array, a user ``__iter__``."""
-        if id(v) in self.vars and isinstance(v, np.ndarray):
-            return self.rows(v)
+        if id(v) in self.vars:
+            if isinstance(v, np.ndarray):
+                return self.rows(v)
+            if isinstance(v, (str, bytes)):  # each character depends on the data: recorded, guarded
+                return [self.getitem(v, k) for k in range(self.call(builtins.len, (v,), {}))]
+            if not isinstance(v, _TRACKED_TYPES):
+                raise self.unsupported(f"iterating over a traced {type(v).__name__} object",
+                                       "convert it to an array (np.asarray) or a list first, outside the loop")
         tv = type(v)
         if tv not in _FAST and tv not in _CONTAINER_FAST and self._is_pyclass(tv):
             f = self.dunder(tv, "__iter__")

@@ -1852,3 +1852,10 @@ def ufunc_out_where_and_cast(x):
     low = np.zeros(4, dtype=np.float32)
     np.multiply(x, 2.0, out=low)
     return np.sum(out * x) + float(low.astype(np.float64) @ np.ones(4)) * 0.0 + np.sum(np.maximum(x, 0.0, out=None))
+
+
+@case(lambda r: (r.standard_normal(2) * 10,), guards=True, differentiable=False, tags=("print",))
+def characters_of_a_traced_string(x):
+    label = f"{x[0]:.1f}"
+    digits = sum(1 for ch in label if ch.isdigit())
+    return len(label) + digits, label[0] == "-", x * len(label)
