@@ -13,4 +13,6 @@ from . import testing  # noqa: E402  (irad.testing.check_grads / check_rule)
 
 __all__ = ["Const", "Graph", "GuardError", "IradError", "NoRuleError", "Op", "Program", "TraceError",
            "UnsupportedError", "Var", "VerifyError", "compile", "defrule", "errors", "grad", "non_differentiable",
-           "rrule", "rules", "scalar_rule", "testing", "trace", "value_and_grad", "verify", "vjp"]
+           "passes", "rrule", "rules", "scalar_rule", "testing", "trace", "value_and_grad", "verify", "vjp"]
+
+from . import passes  # noqa: E402  (installed from the top-level passes/ folder)

@@ -2,11 +2,13 @@
 
 Grammar of the printed form (a contract: tests snapshot it)::
 
-    graph  ::= 'graph' NAME '(' binder, ... ')' '->' type ':' (const | op)* 'return' arg, ...
+    graph  ::= 'graph' NAME '(' binder, ... ')' '->' type ':' (const | op)* 'return' arg, ... ('#' TEXT)*
     const  ::= '$' NAME ':' type '=' ORIGIN                   an array constant the graph reads
     op     ::= binder, ... '=' call  ['#' FILE:LINE]          SSA: every binder is new
              | call ['#' FILE:LINE]                           no outputs (guards, effects)
-    call   ::= PRIM ['[' NAME=arg, ... ']'] '(' arg, ... ')'  PRIM is an importable qualified name
+    call   ::= PRIM ['[' attr, ... ']'] '(' arg, ... ')'      PRIM is an importable qualified name
+    attr   ::= NAME '=' arg                                   a keyword argument
+             | arg                                            an attribute of the op (rule_fwd[numpy.tanh])
     binder ::= '%' INT ':' type
     arg    ::= atom | '(' arg, ... ')' | '[' arg, ... ']' | '{' KEY: arg, ... '}'
     atom   ::= '%' INT                                        a Var
@@ -512,7 +514,7 @@ def verify(g: Graph) -> Graph:
     def fail(msg: str, index: int) -> None:
         lines = str(g).splitlines()
         n_consts = sum(1 for ln in lines[1:] if ln.startswith("  $"))
-        at = 1 + n_consts + index  # header, consts, then one line per op
+        at = 0 if index < 0 else 1 + n_consts + index  # header, consts, then one line per op
         lo, hi = max(0, at - 5), min(len(lines), at + 6)
         quoted = "\n".join(("> " if i == at else "  ") + lines[i] for i in range(lo, hi))
         raise VerifyError(f"{msg}\nwhile checking graph:\n{quoted}")

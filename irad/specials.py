@@ -269,7 +269,7 @@ def _copyto(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if kwargs or len(args) > 2:
         raise t.unsupported("np.copyto with casting=/where=", "use np.where and assignment")
     before = t.before_mutation(dst, "np.copyto")
-    atoms = ((before, t.atom(src)), {})
+    atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(src)), {})
     np.copyto(dst, src)
     t.rebind(dst, irad_ops.copyto, atoms)
 
@@ -278,7 +278,7 @@ def _fill_diagonal(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     from . import ops as irad_ops
     a, v = args[0], args[1]
     before = t.before_mutation(a, "np.fill_diagonal")
-    atoms = ((before, t.atom(v)), {k: t.atom(x) for k, x in kwargs.items()})
+    atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(v)), {k: t.atom(x) for k, x in kwargs.items()})
     np.fill_diagonal(a, v, **kwargs)
     t.rebind(a, irad_ops.fill_diagonal, atoms)
 
@@ -290,7 +290,7 @@ def ufunc_at(ufunc: Any) -> Handler:
             raise t.unsupported(f"np.{ufunc.__name__}.at", "use np.add.at or an out-of-place form")
         a, idx, v = args
         before = t.before_mutation(a, "np.add.at")
-        atoms = ((before, t.atom(idx), t.atom(v)), {})
+        atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(idx), t.atom(v)), {})
         np.add.at(a, idx, v)
         t.rebind(a, irad_ops.add_at, atoms)
     return run
@@ -306,7 +306,7 @@ def _unsupported_mutator(name: str) -> Handler:
 def _array_fill(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     from . import ops as irad_ops
     before = t.before_mutation(a, "a.fill")
-    atoms = ((before, t.atom(args[0])), {})
+    atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(args[0])), {})
     a.fill(args[0])
     t.rebind(a, irad_ops.fill, atoms)
 

@@ -143,7 +143,8 @@ class Tracer:
         self.views: dict[int, dict[int, np.ndarray]] = {}  # id(root) -> arrays on that memory (views)
         self.derived: dict[int, tuple[Any, tuple[Any, ...], dict[str, Any], np.ndarray]] = {}
         self.stale: dict[int, str] = {}  # id(array) -> the in-place update that changed it behind its Var
-        self._pending: dict[int, list[tuple[Any, ...]]] = {}  # write-backs of a mutation in flight
+        #: a mutation in flight: (write-backs through the bases, arrays it makes stale, what it is)
+        self._pending: dict[int, tuple[list[tuple[Any, ...]], list[np.ndarray], str]] = {}
         self._pyclass: dict[type, bool] = {}
 
     # ---- values ---------------------------------------------------------------------------
@@ -236,7 +237,7 @@ class Tracer:
     # ---- recording ------------------------------------------------------------------------
 
     def _user_frame(self) -> Any:
-        f = sys._getframe(2)
+        f: Any = sys._getframe(2)
         while f is not None and id(f.f_code) not in INSTRUMENTED:
             f = f.f_back
         return f
@@ -409,10 +410,10 @@ class Tracer:
             return None
         for name in frame.f_code.co_freevars:
             if frame.f_locals.get(name) is a:
-                return name
+                return str(name)
         for name, val in frame.f_globals.items():
             if val is a:
-                return name
+                return str(name)
         return None
 
     def touches_traced_memory(self, a: Any) -> bool:
@@ -449,7 +450,8 @@ class Tracer:
         group = list(self.views.get(id(root), {}).values()) + ([root] if id(root) in self.vars else [])
         written = {id(a)} | {id(c[0]) for c in chain}
         affected = [w for w in group if id(w) not in written and np.may_share_memory(w, a)]
-        for w in [a] + [c[0] for c in chain] + affected:
+        written_arrays: list[np.ndarray] = [a] + [c[0] for c in chain] + affected
+        for w in written_arrays:
             v = self.vars.get(id(w))
             if v is not None and self.values.get(v.id) is w:
                 self.values[v.id] = w.copy()
@@ -593,7 +595,7 @@ class Tracer:
         """``a op= b`` on an array: a genuine in-place update."""
         fn = hooks.OUT_OF_PLACE[op]
         before = self.before_mutation(a, f"{hooks._NAMES[op - hooks.N_BINOPS].rstrip('_')}=")
-        atoms = ((before, self.atom(b)), {})
+        atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, self.atom(b)), {})
         out_dtype = np.result_type(a, b) if not isinstance(b, (float, int, complex)) else None
         hooks.BINOPS[op](a, b)
         if out_dtype is not None and out_dtype != a.dtype:
@@ -713,7 +715,7 @@ class Tracer:
                 return
             from . import ops as irad_ops
             before = self.before_mutation(a, "a[i] = v")
-            atoms = ((before, self.atom(i), self.atom(v)), {})
+            atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, self.atom(i), self.atom(v)), {})
             a[i] = v
             self.rebind(a, irad_ops.setitem, atoms)
             return
@@ -862,7 +864,7 @@ class Tracer:
         nested = getattr(fn, "__irad_trace_call__", None)
         if nested is not None:
             return nested(self, args, kwargs)
-        if registry.lookup(fn, args) is not None or registry.is_nondiff(fn) or \
+        if registry.lookup(fn, args) is not None or registry.is_nondiff(fn) or is_impure(fn) or \
                 (fn.__module__ or "").startswith("numpy"):
             return self.call_prim(fn, args, kwargs)
         return instrument_function(fn)(*args, **kwargs)
@@ -961,8 +963,8 @@ class Tracer:
         r = meth(obj, *args, **kwargs)
         if r is None and isinstance(obj, np.ndarray):
             # a method that returns nothing changed the array in place: never record it silently
-            raise self._unsupported(f"the in-place method a.{name}() on a traced array",
-                                    "write the update out of place")
+            raise self.unsupported(f"the in-place method a.{name}() on a traced array",
+                                   "write the update out of place")
         return self.record(meth, (obj,) + args, kwargs, r)
 
     def _dunder_call(self, obj: Any, name: str, args: tuple[Any, ...]) -> Any:

@@ -79,7 +79,8 @@ def explicit_state(g: Graph) -> Graph:
             with np.errstate(all="ignore"):
                 _, pb = rule.closure_fn(*args, **kwargs)
             if not isinstance(pb, types.FunctionType):
-                raise CannotLift(f"the pullback is a {type(pb).__name__}, not a Python function")
+                raise CannotLift(f"the pullback is a {type(pb).__name__}, not a Python function, so irad "
+                                 "cannot lift it into a named function of explicit state")
             replaced[op.outs[-1].id] = _explicit_rule(rule, pb)
         except (CannotLift, _Skip) as e:
             why[op.outs[-1].id] = str(e)
@@ -117,8 +118,8 @@ def not_serialisable(g: Graph) -> list[str]:
     out = []
     for op in g.ops:
         if op.prim == "call_pullback":
-            reason = op.kw("_why") or "its closure has not been lifted (run irad.passes.explicit_state)"
+            reason = op.kw("_why") or "the pullback is a closure not lifted yet (run irad.passes.explicit_state)"
             where = f" at {op.loc}" if op.loc else ""
-            out.append(f"call_pullback[{op.kw('_rule').name}]{where}: the pullback is a closure: {reason}")
+            out.append(f"call_pullback[{op.kw('_rule').name}]{where}: {reason}")
     return out
 

@@ -39,6 +39,6 @@ def run(g: Graph, pipeline: Sequence[Pass] | None = None, *, max_rounds: int = 1
                 raise PassError(f"pass {name!r} failed after {ran}: {type(e).__name__}: {e}") from e
             ran.append(name)
             g = new
-        if g is before:
+        if g is before or (g.ops == before.ops and g.outputs == before.outputs):
             break
     return g

@@ -52,7 +52,8 @@ def run_doc(path: Path) -> list[tuple[re.Match[str], str]]:
         except Exception as e:
             raise AssertionError(f"{path.name}: example raised {type(e).__name__}: {e}\n{code}\n"
                                  f"printed so far:\n{buf.getvalue()}") from e
-        results.append((m, buf.getvalue()))
+        out = buf.getvalue()
+        results.append((m, out if not out or out.endswith("\n") else out + "\n"))  # a text block ends in a newline
     return results
 
 
@@ -83,3 +84,12 @@ def test_doc_examples_print_what_they_show(path: Path) -> None:
             assert not out, f"{path.name}: this example prints but shows no ```text block:\n{m.group('code')}"
         else:
             assert shown == out, f"{path.name}: shown output differs from what this example prints:\n{m.group('code')}"
+
+
+def test_ir_grammar_is_the_docstring() -> None:
+    """docs/ir.md quotes the grammar from irad/ir.py's docstring: the two stay the same."""
+    import irad.ir
+
+    shown = (DOCS / "ir.md").read_text().split("From the docstring of `irad/ir.py`:\n\n```text\n")[1].split("```")[0]
+    grammar = irad.ir.__doc__.split("::\n\n")[1].split("\n\n")[0]
+    assert shown == "".join(line[4:] + "\n" for line in grammar.splitlines())

@@ -201,5 +201,9 @@ def test_trace_through_textwrap_of_a_traced_label() -> None:
 
     x = np.array([1.0, 2.0])
     g = irad.trace(f, x)
-    x2 = np.array([7.5, -1.25])
-    assert g(x2) == f(x2) == "VALUE 7.500 AND -1.250"
+    x2 = np.array([7.5, 1.25])  # same text widths: the same branches of textwrap
+    assert g(x2) == f(x2) == "VALUE 7.500 AND 1.250"
+    x3 = np.array([7.5, -1.25])  # a longer word: textwrap measured lengths, so a guard fails
+    with pytest.raises(irad.GuardError, match="textwrap.py"):
+        g(x3)
+    assert irad.trace(f, x3)(x3) == f(x3) == "VALUE 7.500 AND -1.250"

@@ -248,3 +248,82 @@ def test_random_float_programs(prog: list[tuple], a: float, b: float, a2: float,
         assert any(k in ("branch", "while") for k, _ in prog) or g.guards
         return
     assert_same(got, run(a2, b2))
+
+
+# ---- views and in-place updates: any interleaving matches numpy ---------------------------------
+
+VIEW_KINDS = ["row", "col", "slice", "rev", "T", "reshape", "ravel", "ellipsis"]
+
+
+def make_view(a: Any, kind: str, k: int) -> Any:
+    if a.ndim == 0:
+        return a[...]
+    n = a.shape[0]
+    if kind == "row":
+        return a[k % n]
+    if kind == "col":
+        return a[:, k % a.shape[1]] if a.ndim == 2 else a[k % n:]
+    if kind == "slice":
+        return a[k % n:]
+    if kind == "rev":
+        return a[::-1]
+    if kind == "T":
+        return a.T
+    if kind == "reshape":
+        return a.reshape(-1) if a.flags.c_contiguous else a[...]
+    if kind == "ravel":
+        return a.ravel()
+    return a[...]
+
+
+def inplace_step(arrs: list, acc: Any, x: Any, y: Any, s: tuple) -> Any:
+    kind, i, k = s
+    a = arrs[i % len(arrs)]
+    if kind == "view":
+        arrs.append(make_view(a, VIEW_KINDS[k % len(VIEW_KINDS)], k))
+    elif kind == "iadd":
+        a += y[k % 4] * (k + 1)
+    elif kind == "imul":
+        a *= 1.0 + 0.1 * k
+    elif kind == "set":
+        if a.ndim == 0:
+            a[...] = y[k % 4]
+        else:
+            a[k % a.shape[0]] = y[k % 4] * 2.0
+    elif kind == "slice_iadd":
+        if a.ndim >= 1:
+            a[1:] += 0.5 * y[k % 4]
+    elif kind == "out":
+        np.tanh(a, out=a)
+    elif kind == "read":
+        acc = acc + a.sum() * (k + 1)
+    elif kind == "copy":
+        arrs.append(a.copy())
+    else:  # "new": a fresh traced array
+        arrs.append(x * (k + 1.0))
+    return acc
+
+
+INPLACE_KINDS = ["view", "view", "iadd", "imul", "set", "slice_iadd", "out", "read", "read", "copy", "new"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(INPLACE_KINDS), st.integers(0, 7), st.integers(0, 7)),
+                min_size=1, max_size=14), st.integers(0, 2**32 - 1))
+def test_random_views_and_inplace_updates(prog: list[tuple], seed: int) -> None:
+    def run(x, y):
+        arrs = [x.copy()]
+        acc = 0.0
+        for s in prog:
+            acc = inplace_step(arrs, acc, x, y, s)
+        return acc, arrs[0], arrs[-1]
+
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_normal((4, 3)), rng.standard_normal(4)
+    want = run(x, y)
+    g = irad.trace(run, x, y)
+    irad.verify(g)
+    assert not g.guards
+    assert_same(g(x, y), want)
+    x2, y2 = rng.standard_normal((4, 3)), rng.standard_normal(4)
+    assert_same(g(x2, y2), run(x2, y2))

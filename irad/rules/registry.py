@@ -188,11 +188,13 @@ def scalar_rule(fn: Any, *partials: Callable[..., Any]) -> Rule:
     return defrule(fn, fwd, bwd, kind="scalar")
 
 
-def non_differentiable(*fns: Any) -> None:
-    """Mark implementations whose outputs carry no gradient (``np.argmax``, ``np.floor``...)."""
+def non_differentiable(*fns: Any) -> Any:
+    """Mark implementations whose outputs carry no gradient (``np.argmax``, ``np.floor``...).
+    Returns its (single) argument, so it also works as a decorator."""
     for fn in fns:
         _NONDIFF.add(impl_key(fn))
     _bump()
+    return fns[0] if len(fns) == 1 else fns
 
 
 def is_nondiff(fn: Any) -> bool:
