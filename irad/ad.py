@@ -21,7 +21,7 @@ import numpy as np
 
 from . import ops as irad_ops
 from .errors import GradError, NoRuleError
-from .ir import STATE, Const, Graph, Op, Var, const, is_differentiable, map_atoms, typeof
+from .ir import STATE, Const, Graph, OpaqueT, Op, Var, const, is_differentiable, map_atoms, typeof
 from .rules import registry
 from .rules.registry import Rule
 
@@ -64,6 +64,11 @@ def _var_paths(a: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], Var
         for k, x in enumerate(a):
             out += _var_paths(x, path + (k,))
         return out
+    if type(a) is dict:
+        out = []
+        for k, x in a.items():
+            out += _var_paths(x, path + (k,))
+        return out
     return []
 
 
@@ -103,7 +108,8 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
     # forward activity: which values depend differentiably on the wrt inputs
     for op in g.ops:
         if op.outs and not registry.is_nondiff(op.fn) and any(v.id in active for v in op.inputs):
-            active.update(o.id for o in op.outs if is_differentiable(o.type))
+            # a user object rebuilt from active attributes carries their gradient (a dict of them)
+            active.update(o.id for o in op.outs if is_differentiable(o.type) or op.prim == "irad.ops.rebuild")
     # backward usefulness: which active values reach an output
     useful: set[int] = {o.id for o in g.outputs if isinstance(o, Var) and o.id in active}
     on_path: list[bool] = [False] * len(g.ops)
@@ -239,7 +245,7 @@ def _positional(op: Op) -> Op:
 def _fit(b: _Builder, c: Var, primal: Var, loc: Any) -> Var:
     """Make a cotangent match its primal's type: undo broadcasting, keep floats floats, cast dtypes."""
     pt, ct = primal.type, c.type
-    if pt == ct:
+    if pt == ct or isinstance(pt, OpaqueT):  # an object's cotangent: a dict of attribute cotangents
         return c
     hint = c.hint
     pshape = getattr(pt, "shape", ())

@@ -232,12 +232,12 @@ class _Emitter:
             outs = [self.var(o) for o in op.outs]
             note = f"  # {', '.join(outs)} from {self.arg(op.args[1])} through {_comment(rule.name)}"
             if len(op.outs) == 1:
-                idx = "".join(f"[{k}]" for k in op.unpack[0])
+                idx = "".join(f"[{k!r}]" for k in op.unpack[0])
                 return [f"{outs[0]} = {rhs}{idx}{note}"]
             tmp = self.fresh("cots")
             lines = [f"{tmp} = {rhs}{note}"]
             for o, path in zip(outs, op.unpack):
-                lines.append(f"{o} = {tmp}{''.join(f'[{k}]' for k in path)}")
+                lines.append(f"{o} = {tmp}{''.join(f'[{k!r}]' for k in path)}")
             return lines
         rhs = self.call(op)
         if not op.outs:

@@ -111,3 +111,10 @@ def add_into(a: np.ndarray, b: Any) -> np.ndarray:
     """``a + b`` written into ``a``'s buffer.  Only for an ``a`` nothing reads afterwards
     (see ``irad.passes.accumulate_in_place``)."""
     return np.add(a, b, out=a)
+
+
+def rebuild(cls: type, attrs: dict[str, Any]) -> Any:
+    """An instance of ``cls`` with the given attributes (a user object a rule receives)."""
+    obj = cls.__new__(cls)
+    obj.__dict__.update(attrs)
+    return obj

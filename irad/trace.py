@@ -81,6 +81,16 @@ _STRUCTURAL_VIEWS_ = _by_id(_STRUCTURAL_VIEWS)
 _DUNDER_BUILTINS_ = _by_id(DUNDER_BUILTINS)
 
 
+def _object_fields(x: Any) -> dict[str, Any] | None:
+    """The attributes of an instance of a user class (plain ``__dict__`` objects), else None."""
+    tx = type(x)
+    if tx.__module__ in ("builtins", "numpy") or isinstance(x, (type, types.ModuleType, types.FunctionType,
+                                                                 types.MethodType, np.ndarray, np.generic)):
+        return None
+    d = getattr(x, "__dict__", None)
+    return d if type(d) is dict else None
+
+
 def _is_one_of(x: Any, items: Any) -> bool:
     for a in items:
         if a is x:
@@ -176,16 +186,19 @@ class Tracer:
     def is_tracked(self, x: Any) -> bool:
         return id(x) in self.vars
 
-    def deep_tracked(self, x: Any) -> bool:
+    def deep_tracked(self, x: Any, depth: int = 0) -> bool:
         if id(x) in self.vars:
             return True
         tx = type(x)
         if tx is tuple or tx is list:
-            return any(self.deep_tracked(e) for e in x)
+            return any(self.deep_tracked(e, depth) for e in x)
         if tx is dict:
-            return any(self.deep_tracked(e) for e in x.values())
+            return any(self.deep_tracked(e, depth) for e in x.values())
         if tx is slice:
             return self.deep_tracked((x.start, x.stop, x.step))
+        fields = _object_fields(x)
+        if fields is not None and depth < 3:
+            return any(self.deep_tracked(e, depth + 1) for e in fields.values())
         return False
 
     def atom(self, x: Any) -> Any:
@@ -207,7 +220,20 @@ class Tracer:
             for part in (x.start, x.stop, x.step):
                 if self.is_tracked(part):
                     self.guard_value(part)
+        fields = _object_fields(x)
+        if fields is not None and self.deep_tracked(x):
+            return self._rebuild(x, fields)
         return self.const(x)
+
+    def _rebuild(self, obj: Any, fields: dict[str, Any]) -> Var:
+        """A user object that holds traced values, passed to a rule (``m.total()`` with a rule for
+        ``Matrix.total``): the graph rebuilds it from its attributes, so gradients reach them."""
+        from . import ops as irad_ops
+        attrs = {k: self.atom(v) for k, v in fields.items()}
+        v = self.new_var(obj)
+        self.emit(irad_ops.rebuild, (const(type(obj)), attrs), {}, (v,), prim="irad.ops.rebuild")
+        self.values[v.id] = obj
+        return v
 
     def const(self, x: Any, origin: str | None = None) -> Const:
         if isinstance(x, np.ndarray):

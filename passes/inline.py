@@ -112,10 +112,11 @@ def _leaf_index(tree: TreeDef, path: tuple[Any, ...]) -> int | None:
     offset = 0
     t = tree
     for p in path:
-        if t.kind == "leaf" or p >= len(t.children):
+        if t.kind in ("leaf", "none") or p not in t.keys:
             return None
-        offset += sum(c.num_leaves for c in t.children[:p])
-        t = t.children[p]
+        k = t.keys.index(p)
+        offset += sum(c.num_leaves for c in t.children[:k])
+        t = t.children[k]
     return offset if t.kind == "leaf" else None
 
 

@@ -260,7 +260,7 @@ def make_view(a: Any, kind: str, k: int) -> Any:
         return a[...]
     n = a.shape[0]
     if kind == "row":
-        return a[k % n]
+        return a[k % n] if a.ndim == 2 else a[k % n:k % n + 2]
     if kind == "col":
         return a[:, k % a.shape[1]] if a.ndim == 2 else a[k % n:]
     if kind == "slice":
@@ -299,12 +299,14 @@ def inplace_step(arrs: list, acc: Any, x: Any, y: Any, s: tuple) -> Any:
         acc = acc + a.sum() * (k + 1)
     elif kind == "copy":
         arrs.append(a.copy())
+    elif kind == "zeros":  # an untracked buffer: traced values written into it (or its views) adopt it
+        arrs.append(np.zeros((4, 3)) + k)
     else:  # "new": a fresh traced array
         arrs.append(x * (k + 1.0))
     return acc
 
 
-INPLACE_KINDS = ["view", "view", "iadd", "imul", "set", "slice_iadd", "out", "read", "read", "copy", "new"]
+INPLACE_KINDS = ["view", "view", "iadd", "imul", "set", "slice_iadd", "out", "read", "read", "copy", "new", "zeros"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

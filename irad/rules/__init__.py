@@ -1,15 +1,15 @@
 """Reverse rules: the registry and the built-in rule tables (imported for their registrations)."""
-from .registry import (Rule, all_rules, defrule, impl_key, is_nondiff, lookup, non_differentiable,
-                       qualname, rrule, scalar_rule, version)
+from .registry import (Rule, RuleQuery, all_rules, defrule, has_rule, impl_key, implementation, is_nondiff,
+                       lookup, non_differentiable, opt_out, qualname, rrule, scalar_rule, version)
 
-__all__ = ["Rule", "all_rules", "defrule", "impl_key", "is_nondiff", "lookup", "non_differentiable",
-           "qualname", "rrule", "scalar_rule", "version"]
+__all__ = ["Rule", "RuleQuery", "all_rules", "defrule", "has_rule", "impl_key", "implementation", "is_nondiff",
+           "lookup", "non_differentiable", "opt_out", "qualname", "rrule", "scalar_rule", "version"]
 
 
 def _load_tables() -> None:
     import importlib
     for name in ("python_rules", "numpy_rules", "array_rules", "gather_rules", "linalg_rules",
-                 "decomp_rules", "stats_rules"):
+                 "decomp_rules", "stats_rules", "object_rules"):
         try:
             importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as e:  # a table not written yet

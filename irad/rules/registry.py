@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import sys
 import types
+import types as types_mod
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -42,6 +43,7 @@ class Rule:
 
 _RULES: dict[Any, list[Rule]] = {}
 _NONDIFF: set[Any] = set()
+_OPT_OUT: dict[Any, list[tuple[type, ...]]] = {}  # implementation -> argument types traced through instead
 _VERSION = [0]  # bumped on every registration: compiled programs key their caches on it
 
 
@@ -130,10 +132,35 @@ def _qualname(fn: Any) -> str:
 # ---- registration ---------------------------------------------------------------------------
 
 
+def is_singledispatch(fn: Any) -> bool:
+    return callable(getattr(fn, "dispatch", None)) and hasattr(fn, "registry") and hasattr(fn, "register")
+
+
+def is_plum(fn: Any) -> bool:
+    return type(fn).__module__.startswith("plum") and hasattr(fn, "_resolve_method_with_cache")
+
+
+def implementation(fn: Any, types: tuple[type, ...] = ()) -> Any:
+    """The implementation a call of ``fn`` with arguments of ``types`` runs: the function a bound
+    method wraps, ``f.dispatch(types[0])`` for ``functools.singledispatch``, plum's resolution for
+    plum functions, else ``fn`` itself."""
+    if isinstance(fn, types_mod.MethodType):
+        return fn.__func__
+    if types and is_singledispatch(fn):
+        return fn.dispatch(types[0])
+    if types and is_plum(fn):
+        method = fn._resolve_method_with_cache(types=tuple(types))
+        return method[0] if isinstance(method, tuple) else method
+    return fn
+
+
 def defrule(fn: Any, fwd: Fwd, bwd: Bwd, *, types: tuple[type, ...] = (), kind: str = "explicit",
             closure_fn: Any = None) -> Rule:
-    """Register the explicit rule ``(fwd, bwd)`` for the implementation ``fn``."""
-    rule = Rule(impl_key(fn), qualname(fn), fwd, bwd, kind, tuple(types), closure_fn)
+    """Register the explicit rule ``(fwd, bwd)`` for the implementation ``fn`` (with ``types``:
+    the implementation calls with those leading argument types dispatch to)."""
+    impl = implementation(fn, tuple(types))
+    rule = Rule(impl_key(impl), qualname(impl if impl is not fn and not isinstance(fn, types_mod.MethodType)
+                                          else fn), fwd, bwd, kind, tuple(types), closure_fn)
     lst = _RULES.setdefault(rule.impl, [])
     lst[:] = [r for r in lst if r.types != rule.types]
     lst.append(rule)
@@ -211,15 +238,31 @@ def lookup(fn: Any, args: tuple[Any, ...] = ()) -> Rule | None:
     instances of those types; the most recently registered matching rule wins.
     """
     try:
-        lst = _RULES.get(impl_key(fn))
+        key = impl_key(fn)
+        lst = _RULES.get(key)
     except TypeError:
         return None
     if not lst:
         return None
+    for types_ in _OPT_OUT.get(key, ()):
+        if _matches(types_, args):
+            return None
     for r in reversed(lst):
-        if all(i < len(args) and isinstance(args[i], t) for i, t in enumerate(r.types)):
+        if _matches(r.types, args):
             return r
     return None
+
+
+def _matches(types_: tuple[type, ...], args: tuple[Any, ...]) -> bool:
+    return all(i < len(args) and isinstance(args[i], t) for i, t in enumerate(types_))
+
+
+def opt_out(fn: Any, *types_: type) -> None:
+    """Calls of ``fn`` whose leading positional arguments (``self`` first for methods) are
+    instances of ``types_`` do not use ``fn``'s rule: irad traces through them."""
+    impl = implementation(fn, types_)
+    _OPT_OUT.setdefault(impl_key(impl), []).append(tuple(types_))
+    _bump()
 
 
 def all_rules() -> list[Rule]:
@@ -260,3 +303,78 @@ def rrule(fn: Any, *types_: type) -> Callable[[Callable[..., Any]], Callable[...
         return rule_fn
 
     return deco
+
+
+# ---- asking which rule a call hits ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuleQuery:
+    """The answer of ``has_rule``: truthy when the call hits a rule; ``str()`` says why."""
+
+    hit: bool
+    implementation: Any
+    rule: Rule | None
+    explanation: str
+
+    def __bool__(self) -> bool:
+        return self.hit
+
+    def __str__(self) -> str:
+        return self.explanation
+
+    __repr__ = __str__
+
+
+def _describe(fn: Any) -> str:
+    code = getattr(fn, "__code__", None)
+    where = f" ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})" if code is not None else ""
+    return f"{getattr(fn, '__qualname__', None) or qualname(fn)}{where}"
+
+
+def _types_str(types_: tuple[type, ...]) -> str:
+    return ", ".join(t.__name__ for t in types_)
+
+
+def has_rule(fn: Any, *args: Any) -> RuleQuery:
+    """Would the call ``fn(*args)`` hit a rule?  ``fn`` may be a bound method (``d.total``), a
+    ``functools.singledispatch`` or plum function, or any callable.  The answer says which
+    implementation the call resolves to, which rule (if any) is registered for it, and which
+    opt-outs were consulted."""
+    call_args = args
+    if isinstance(fn, types_mod.MethodType):
+        call_args = (fn.__self__,) + args
+        impl = fn.__func__
+        shown = f"{type(fn.__self__).__name__}(...).{fn.__func__.__name__}"
+    else:
+        impl = implementation(fn, tuple(type(a) for a in args[:1])) if args else fn
+        shown = getattr(fn, "__qualname__", None) or qualname(fn)
+    call = f"{shown}({_types_str(tuple(type(a) for a in args))})"
+    try:
+        key = impl_key(impl)
+    except TypeError:
+        key = None
+    rules = list(reversed(_RULES.get(key, []))) if key is not None else []
+    head = f"{call} resolves to {_describe(impl)}"
+    opted = [t for t in _OPT_OUT.get(key, ()) if _matches(t, call_args)] if key is not None else []
+    consulted = _OPT_OUT.get(key, []) if key is not None else []
+    opt_note = ("; opt-outs consulted: " + ", ".join(f"({_types_str(t)})" for t in consulted)) if consulted else \
+        "; no opt-outs registered"
+    if is_nondiff(impl):
+        return RuleQuery(True, impl, None, f"{head}, which is marked non-differentiable (its outputs carry no "
+                                           f"gradient){opt_note}")
+    if not rules:
+        return RuleQuery(False, impl, None, f"{head}: no rule is registered for that implementation, so irad "
+                                            f"traces through it{opt_note}")
+    if opted:
+        return RuleQuery(False, impl, None, f"{head}, which has a rule, but irad.opt_out({_describe(impl)}, "
+                                            f"{_types_str(opted[0])}) matches these arguments: traced through"
+                                            f"{opt_note}")
+    for r in rules:
+        if _matches(r.types, call_args):
+            reg = f" for argument types ({_types_str(r.types)})" if r.types else ""
+            return RuleQuery(True, impl, r, f"{head}, which has the {r.kind} rule {r.name}{reg}: the call uses "
+                                            f"it{opt_note}")
+    regs = "; ".join(f"({_types_str(r.types)})" for r in rules)
+    return RuleQuery(False, impl, None, f"{head}, whose rules are registered for argument types {regs}; these "
+                                        f"arguments do not match, so irad traces through it{opt_note}")
