@@ -20,7 +20,7 @@ from .ir import Graph, Var
 from .lower import lower
 from .pytree import TreeDef, flatten, unflatten
 from .rules import registry
-from .trace import trace_values, trackable
+from .trace import check_deps, trace_values, trackable
 
 RETRACE_WARN_AFTER = 8
 
@@ -77,6 +77,7 @@ class Program:
     n_out: int
     grad_slots: list[tuple[int, TreeDef, list[int | None]]]  # (argnum, tree, joint output index per leaf)
     first: Any = field(default=None, repr=False)  # (value, grad) of the call that traced
+    deps: tuple[tuple[Any, ...], ...] = ()  # globals, cells, methods, overloads the trace read
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         _, leaves = signature(args, kwargs)
@@ -142,11 +143,12 @@ def compile(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
     """Trace ``f`` at ``args``, differentiate, optimise and lower it: ``prog(*args) -> (value, grad)``."""
     nums = _argnums(argnums, len(args))
     g, tracer, _ = trace_values(f, args, kwargs)
-    return _build(f, g, tracer.values, args, kwargs, nums, isinstance(argnums, int), passes)
+    return _build(f, g, tracer.values, args, kwargs, nums, isinstance(argnums, int), passes, tuple(tracer.deps))
 
 
 def _build(f: Callable[..., Any], g: Graph, values: dict[int, Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-           nums: tuple[int, ...], single: bool, passes: Sequence[Callable[[Graph], Graph]] | None) -> Program:
+           nums: tuple[int, ...], single: bool, passes: Sequence[Callable[[Graph], Graph]] | None,
+           deps: tuple[tuple[Any, ...], ...] = ()) -> Program:
     fname = getattr(f, "__name__", "f")
     outs = [o for o in g.outputs]
     if len(outs) != 1 or (isinstance(outs[0], Var) and getattr(outs[0].type, "shape", ()) != ()) \
@@ -162,7 +164,7 @@ def _build(f: Callable[..., Any], g: Graph, values: dict[int, Any], args: tuple[
     low = lower(jg, f"{fname}_grad")
     slots = [(a, tree, [None if k is None else joint.n_outputs + k for k in idx]) for a, tree, idx in slots]
     prog = Program(fname, g, jg, low.source, low.fn, nums, single, g.out_tree or flatten(None)[1],
-                   joint.n_outputs, slots)
+                   joint.n_outputs, slots, deps=deps)
     flat = [joint.values[o.id] if isinstance(o, Var) else o.value for o in joint.graph.outputs]
     prog.first = prog.unpack(flat)
     return prog
@@ -187,6 +189,9 @@ class GradFunction:
         key, leaves = signature(args, kwargs)
         progs = self.cache.get(key)
         failed: list[str] = []
+        if progs:
+            if check_deps(progs[0][0].deps) is not None:  # something the trace read was rebound
+                progs.clear()
         if progs:
             for k, (prog, dyn_pos) in enumerate(progs):
                 try:
@@ -215,7 +220,8 @@ class GradFunction:
         self.traces += 1
         nums = _argnums(self.argnums, len(args))
         g, tracer, _ = trace_values(self.f, args, kwargs)
-        prog = _build(self.f, g, tracer.values, args, kwargs, nums, isinstance(self.argnums, int), self.passes)
+        prog = _build(self.f, g, tracer.values, args, kwargs, nums, isinstance(self.argnums, int), self.passes,
+                      tuple(tracer.deps))
         statics = {i for i, _ in g.statics}
         dyn_pos = [i for i in range(len(signature(args, kwargs)[1])) if i not in statics]
         lst = self.cache.setdefault(key, [])
@@ -267,6 +273,7 @@ class VJPProgram:
     slots: list[tuple[TreeDef, list[int | None]]]
     dyn_pos: list[int]
     seeds: list[int]  # output positions whose cotangents the backward program takes
+    deps: tuple[tuple[Any, ...], ...] = ()
 
 
 _VJP_CACHE: "weakref.WeakKeyDictionary[Any, dict[Any, list[VJPProgram]]]" = weakref.WeakKeyDictionary()
@@ -284,7 +291,10 @@ def vjp(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable
         per_f = _VJP_CACHE.setdefault(f, {})
     except TypeError:  # not weak-referenceable: no cache
         per_f = {}
-    for prog in per_f.get(key, ()):
+    cached = per_f.get(key)
+    if cached and check_deps(cached[0].deps) is not None:
+        cached.clear()
+    for prog in cached or ():
         try:
             flat = prog.fwd(*[leaves[i] for i in prog.dyn_pos])
         except GuardError:
@@ -339,7 +349,7 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     bwd_low = lower(bwd_g, f"{name}_pullback")
     out_tree = g.out_tree or flatten(None)[1]
     prog = VJPProgram(fwd_low.fn, bwd_low.fn, fwd_low.source, bwd_low.source, g, joint.n_outputs, out_tree, slots,
-                      dyn_pos, list(joint.seed_outputs))
+                      dyn_pos, list(joint.seed_outputs), tuple(tracer.deps))
     y = unflatten(out_tree, [joint.values[o.id] if isinstance(o, Var) else o.value for o in g.outputs])
     residuals = evaluate_residuals(fwd_g, joint, tracer.values)
     return prog, y, residuals

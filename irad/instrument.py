@@ -20,6 +20,8 @@ from .errors import UnsupportedError
 
 _CODE_CACHE: dict[int, tuple[types.CodeType, types.CodeType]] = {}
 INSTRUMENTED: set[int] = set()  # ids of instrumented code objects (kept alive by _CODE_CACHE)
+#: the global names each instrumented code object reads (what a compiled program depends on)
+GLOBAL_NAMES: dict[int, frozenset[str]] = {}
 _FN_CACHE: "weakref.WeakKeyDictionary[types.FunctionType, tuple[Any, ...]]" = weakref.WeakKeyDictionary()
 
 
@@ -46,6 +48,8 @@ def instrument_code(code: types.CodeType) -> types.CodeType:
             "please report this function; as a workaround register a rule for it with @irad.rrule") from e
     _CODE_CACHE[id(code)] = (code, new)
     INSTRUMENTED.add(id(new))
+    GLOBAL_NAMES[id(new)] = frozenset(ins.arg[1] if isinstance(ins.arg, tuple) else ins.arg
+                                      for ins in bc if isinstance(ins, Instr) and ins.name == "LOAD_GLOBAL")
     return new
 
 

@@ -132,6 +132,13 @@ def _equal(t: Tracer, a: Any, b: Any, what: str) -> bool:
     return bool(t.compare(a, b, 2))
 
 
+def _plainly_tracked(t: Tracer, v: Any) -> bool:
+    """A traced value, or a tuple/list holding one: comparing it natively would decide on data."""
+    if t.is_tracked(v):
+        return True
+    return type(v) in (tuple, list) and any(_plainly_tracked(t, e) for e in v)
+
+
 def _needs_tracer(t: Tracer, keys: list[Any]) -> bool:
     return t.deep_tracked(keys) or any(t.is_pyobject(k) for k in keys) or any(
         type(k) in (tuple, list) and any(t.is_pyobject(e) for e in k) for k in keys)
@@ -166,7 +173,7 @@ def _minmax(fn: Any) -> Handler:
         best = 0
         for i in range(1, len(items)):
             a, b = (keys[i], keys[best]) if fn is builtins.min else (keys[best], keys[i])
-            if t.deep_tracked(a) or t.deep_tracked(b):
+            if _plainly_tracked(t, a) or _plainly_tracked(t, b):  # (user objects compare with traced dunders)
                 raise t.unsupported(f"{what} over traced values (the winner depends on the data)",
                                     "use np.argmax/np.argmin on an array of the keys, or write the comparison "
                                     "with an if-statement")

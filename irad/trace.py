@@ -30,7 +30,7 @@ import numpy as np
 from . import hooks
 from .effects import is_impure
 from .errors import MutationError, UnsupportedError
-from .instrument import INSTRUMENTED, instrument_function
+from .instrument import GLOBAL_NAMES, INSTRUMENTED, instrument_function
 from .ir import Const, Graph, Loc, Op, Var, const, typeof
 from .pytree import flatten, unflatten
 from .rules import registry
@@ -58,7 +58,7 @@ _TRANSPARENT = [object.__setattr__, object.__delattr__, object.__init__, builtin
 _STRUCTURAL_VIEWS = {np.transpose, np.ndarray.transpose, np.swapaxes, np.ndarray.swapaxes, np.moveaxis,
                      np.reshape, np.ndarray.reshape, np.ravel, np.ndarray.ravel, np.squeeze, np.ndarray.squeeze,
                      np.expand_dims, np.flip, np.fliplr, np.flipud, np.asarray, np.asanyarray,
-                     np.atleast_1d, np.atleast_2d, np.atleast_3d}
+                     np.atleast_1d, np.atleast_2d, np.atleast_3d, np.take}
 
 
 def _by_id(fns: Any) -> dict[int, Any]:
@@ -79,6 +79,60 @@ _DATA_SHAPED_ = _by_id(_DATA_SHAPED)
 _TRANSPARENT_ = _by_id(_TRANSPARENT)
 _STRUCTURAL_VIEWS_ = _by_id(_STRUCTURAL_VIEWS)
 _DUNDER_BUILTINS_ = _by_id(DUNDER_BUILTINS)
+
+
+_MISSING = object()
+_LIBRARY_PREFIXES = ("numpy", "math", "builtins", "functools", "operator", "irad", "scipy", "collections",
+                     "itertools", "typing", "abc", "_")
+
+
+class _Identity:
+    """A value compared by identity, hashable whatever it is (an array, a list...)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+
+class _DictRef(_Identity):
+    """A namespace dict, compared and hashed by identity."""
+
+
+def check_deps(deps: tuple[tuple[Any, ...], ...]) -> str | None:
+    """None when everything a trace read is unchanged; else what changed (the program is stale)."""
+    for kind, obj, key, expected in deps:
+        if kind == "global":
+            if obj.value.get(key, _MISSING) is not expected.value:
+                return f"global {key!r} was rebound"
+        elif kind == "cell":
+            try:
+                if obj.value.cell_contents is not expected.value:
+                    return "a closure variable was rebound"
+            except ValueError:
+                return "a closure variable was deleted"
+        elif kind == "attr":
+            found = None
+            for klass in obj.__mro__:
+                if key in vars(klass):
+                    found = vars(klass)[key]
+                    break
+            if found is not expected.value:
+                return f"{obj.__qualname__}.{key} was redefined"
+        elif kind == "dispatch":
+            if obj.dispatch(key) is not expected:
+                return f"a new overload of {obj.__qualname__} was registered"
+        elif kind == "plum":
+            from .rules.registry import implementation
+            if implementation(obj, key) is not expected:
+                return "a new plum method was registered"
+    return None
 
 
 def _object_fields(x: Any) -> dict[str, Any] | None:
@@ -156,6 +210,8 @@ class Tracer:
         #: a mutation in flight: (write-backs through the bases, arrays it makes stale, what it is)
         self._pending: dict[int, tuple[list[tuple[Any, ...]], list[np.ndarray], str]] = {}
         self._pyclass: dict[type, bool] = {}
+        #: what the trace read that user code may rebind: (kind, object, key, value); see check_deps
+        self.deps: set[tuple[Any, ...]] = set()
 
     # ---- values ---------------------------------------------------------------------------
 
@@ -209,6 +265,8 @@ class Tracer:
                 return self._refresh(x)
             return v
         tx = type(x)
+        if tx is np.ndarray and x.base is not None and id(_root(x)) in self.vars:
+            return self._adopt_view(x)
         if tx is tuple or tx is list:
             items = [self.atom(e) for e in x]
             if any(not isinstance(e, Const) for e in items):
@@ -404,6 +462,30 @@ class Tracer:
                 self.views.setdefault(id(_root(view)), {})[id(view)] = view
                 return
 
+    def _adopt_view(self, x: np.ndarray) -> Var:
+        """An untracked view of a tracked array, made where irad could not see how (C code...):
+        derive it from its base through the flat positions of its elements (``np.take``)."""
+        self._flat_view_derivation(x)
+        self.stale[id(x)] = "its base was updated in place"
+        return self._refresh(x)
+
+    def _flat_view_derivation(self, x: np.ndarray) -> None:
+        root = _root(x)
+        if id(x) not in self.derived:
+            item = root.itemsize
+            offset = x.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+            if x.dtype != root.dtype or not root.flags.c_contiguous or offset % item or \
+                    any(s % item for s in x.strides):
+                loc = self.loc()
+                raise MutationError("an array that views the memory of a traced array, made where irad could not "
+                                    "see how, is used", loc.long if loc else "",
+                                    "make it with indexing or a numpy function, or copy it (`.copy()`)")
+            idx = np.full(x.shape, offset // item, dtype=np.intp)
+            for axis, (n, s) in enumerate(zip(x.shape, x.strides)):
+                idx += (np.arange(n) * (s // item)).reshape((n,) + (1,) * (x.ndim - axis - 1))
+            self.derived[id(x)] = (np.take, (root, idx), {}, root)
+            self.keep.append(x)
+
     def _refresh(self, x: np.ndarray) -> Var:
         """A stale array is used: re-derive it from its (updated) base, or fail."""
         d = self.derived.get(id(x))
@@ -452,6 +534,8 @@ class Tracer:
         Also prepares what ``rebind`` needs: the chain of bases the update writes through, and
         every other array on the same memory (which the update makes stale)."""
         chain: list[tuple[Any, ...]] = []  # (base, view fn, view args, view kwargs, base before)
+        if id(a) not in self.vars and a.base is not None and id(a) not in self.derived and id(_root(a)) in self.vars:
+            self._flat_view_derivation(a)  # a view of traced memory that irad did not see being made
         child = a
         while True:
             d = self.derived.get(id(child))
@@ -547,10 +631,15 @@ class Tracer:
         return tx not in _FAST and tx not in _CONTAINER_FAST and self._is_pyclass(tx)
 
     def dunder(self, tp: type, name: str) -> Any:
+        """The raw class attribute ``name`` of ``tp`` (a compiled program re-checks it)."""
+        found = None
         for klass in tp.__mro__:
             if name in vars(klass):
-                return vars(klass)[name]
-        return None
+                found = vars(klass)[name]
+                break
+        if isinstance(found, (types.FunctionType, property, functools.cached_property, staticmethod, classmethod)):
+            self.deps.add(("attr", tp, name, _Identity(found)))
+        return found
 
     def _dispatch_binary(self, a: Any, b: Any, op: int) -> Any:
         """Python's binary-operator protocol, with user dunders run instrumented."""
@@ -758,6 +847,8 @@ class Tracer:
 
     def iterable(self, v: Any) -> Any:
         """What iterating over ``v`` should iterate: rows of a traced array, a user ``__iter__``."""
+        if type(v) is np.ndarray and v.ndim >= 2 and id(v) not in self.vars:
+            return self.rows(v)  # rows are views: a later write through one must reach `v`
         if id(v) in self.vars:
             if isinstance(v, np.ndarray):
                 return self.rows(v)
@@ -780,8 +871,12 @@ class Tracer:
     def getattr(self, o: Any, name: str) -> Any:
         to = type(o)
         if to is types.ModuleType:
-            return getattr(o, name)
-        if id(o) in self.vars:
+            v = getattr(o, name)
+            if not o.__name__.startswith(_LIBRARY_PREFIXES) and (
+                    isinstance(v, (np.ndarray, float, int, complex, types.FunctionType))):
+                self.deps.add(("global", _DictRef(vars(o)), name, _Identity(v)))  # `config.scale` may be rebound
+            return v
+        if id(o) in self.vars or (to is np.ndarray and name in _VIEW_ATTRS):
             if name in _STATIC_ATTRS:
                 return getattr(o, name)
             if name == "T":
@@ -861,6 +956,8 @@ class Tracer:
         if tf is types.MethodType:
             fn = f.__func__
             if type(fn) is types.FunctionType:
+                owner = f.__self__ if isinstance(f.__self__, type) else type(f.__self__)
+                self.deps.add(("attr", owner, fn.__name__, _Identity(self.dunder(owner, fn.__name__))))
                 return self.call_python(fn, (f.__self__,) + args, kwargs)
             return self.call_prim(f, args, kwargs)
         if tf is functools.partial:
@@ -884,16 +981,37 @@ class Tracer:
                 return self.call_python(d, (f,) + args, kwargs)
         if tf is staticmethod or tf is classmethod:
             return self.call(f.__func__, args, kwargs)
+        if registry.is_plum(f):  # plum multiple dispatch: the method plum resolves is what runs
+            impl = registry.implementation(f, tuple(type(a) for a in args))
+            self.deps.add(("plum", f, tuple(type(a) for a in args), impl))
+            return self.call(impl, args, kwargs)
         return self.call_prim(f, args, kwargs)
 
     def call_python(self, fn: types.FunctionType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         nested = getattr(fn, "__irad_trace_call__", None)
         if nested is not None:
             return nested(self, args, kwargs)
+        if args and registry.is_singledispatch(fn):
+            cls = type(args[0])
+            self.deps.add(("dispatch", fn, cls, fn.dispatch(cls)))
         if registry.lookup(fn, args) is not None or registry.is_nondiff(fn) or is_impure(fn) or \
                 (fn.__module__ or "").startswith("numpy"):
             return self.call_prim(fn, args, kwargs)
-        return instrument_function(fn)(*args, **kwargs)
+        inst = instrument_function(fn)
+        self._depend_on(fn, inst)
+        return inst(*args, **kwargs)
+
+    def _depend_on(self, fn: types.FunctionType, inst: types.FunctionType) -> None:
+        """Record what the trace of ``fn`` read that the user may rebind later: its globals and
+        closure cells (a compiled program checks them before each call, see ``irad.api``)."""
+        g = fn.__globals__
+        for name in GLOBAL_NAMES.get(id(inst.__code__), ()):
+            self.deps.add(("global", _DictRef(g), name, _Identity(g.get(name, _MISSING))))
+        for cell in fn.__closure__ or ():
+            try:
+                self.deps.add(("cell", _Identity(cell), None, _Identity(cell.cell_contents)))
+            except ValueError:  # an empty cell (a name assigned later)
+                pass
 
     def construct(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         new = cls.__new__
@@ -921,16 +1039,14 @@ class Tracer:
             args = tuple(list(self.iterable(a)) if _is_iterator(a) else a for a in args)
         if kwargs.get("key") is not None and not _is_numpy_callable(f):
             kwargs = {**kwargs, "key": callback(kwargs["key"])}
+        if _is_numpy_callable(f) and any(self.is_pyobject(a) for a in args):
+            args = tuple(self._array_of(a) for a in args)  # a user __array__ runs traced
         tracked = self.deep_tracked(args) or self.deep_tracked(kwargs) or id(owner) in self.vars
         impure = is_impure(f)
         if not tracked and isinstance(owner, np.ndarray) and f.__name__ in ARRAY_MUTATORS and \
                 self.touches_traced_memory(owner):
             tracked = True
         if not tracked and not impure:
-            if _is_numpy_callable(f) and any(self.is_pyobject(a) for a in args):
-                args = tuple(self._array_of(a) for a in args)
-                if self.deep_tracked(args):
-                    return self.call_prim(f, args, kwargs)
             r = f(*args, **kwargs)
             if type(r) is np.ndarray and r.base is not None:
                 if isinstance(owner, np.ndarray) and hasattr(np.ndarray, getattr(f, "__name__", "")):
@@ -1107,6 +1223,7 @@ def _instrument_callbacks(a: Any) -> Any:
     return a
 
 
+_VIEW_ATTRS = frozenset({"T", "mT", "real", "imag"})
 _TYPE_CALL = vars(type)["__call__"]
 _LRU_WRAPPER = type(functools.lru_cache(lambda: None))
 _MOD = hooks._NAMES.index("mod")

@@ -1859,3 +1859,17 @@ def characters_of_a_traced_string(x):
     label = f"{x[0]:.1f}"
     digits = sum(1 for ch in label if ch.isdigit())
     return len(label) + digits, label[0] == "-", x * len(label)
+
+
+@case(normal((3,), (2, 3)), argnums=(0, 1), tags=("inplace", "view"))
+def views_of_an_untracked_buffer(x, m):
+    buf = np.zeros((2, 3))
+    t = buf.T  # attribute views of an untracked array
+    top, bottom = np.vsplit(buf, 2)  # views returned inside a list by a numpy function
+    buf[0] = x
+    bottom += x * 2.0
+    total = top.sum() + bottom.sum() + t[1].sum()
+    grid = np.ones((2, 3))
+    for row, src in zip(grid, m):  # rows of an untracked array are views too
+        row *= src
+    return total + np.sum(grid ** 2)
