@@ -243,7 +243,7 @@ class Tracer:
         return id(x) in self.vars
 
     def deep_tracked(self, x: Any, depth: int = 0) -> bool:
-        if id(x) in self.vars:
+        if id(x) in self.vars or self._seen(x):
             return True
         tx = type(x)
         if tx is tuple or tx is list:
@@ -462,6 +462,16 @@ class Tracer:
                 self.views.setdefault(id(_root(view)), {})[id(view)] = view
                 return
 
+    def _seen(self, x: Any) -> bool:
+        """Is ``x`` tracked?  An untracked view of a tracked array (made by C code irad did not see)
+        is adopted first: its contents depend on traced values."""
+        if id(x) in self.vars:
+            return True
+        if type(x) is np.ndarray and x.base is not None and id(_root(x)) in self.vars:
+            self._adopt_view(x)
+            return True
+        return False
+
     def _adopt_view(self, x: np.ndarray) -> Var:
         """An untracked view of a tracked array, made where irad could not see how (C code...):
         derive it from its base through the flat positions of its elements (``np.take``)."""
@@ -607,8 +617,8 @@ class Tracer:
         loc = self.loc()
         for w in affected:
             self.stale[id(w)] = f"{what} at {loc}" if loc else what
-            if id(w) not in self.vars:  # an untracked view: give it a placeholder Var
-                self.vars[id(w)] = self.new_var(w)
+            if id(w) not in self.vars:  # an untracked view: a placeholder Var (never in a graph: refreshed first)
+                self.vars[id(w)] = Var(-1, typeof(w))
             if w.base is not None:
                 self.views.get(id(_root(w)), {}).pop(id(w), None)
         return a
@@ -679,7 +689,7 @@ class Tracer:
     def _binop_native(self, a: Any, b: Any, op: int) -> Any:
         vars_ = self.vars
         inplace_array = op >= hooks.N_BINOPS and isinstance(a, np.ndarray)
-        if id(a) not in vars_ and id(b) not in vars_:
+        if id(a) not in vars_ and id(b) not in vars_ and not (self._seen(a) | self._seen(b)):
             if op == _MOD and type(a) in (str, bytes) and self.deep_tracked(b):  # "%.3f %s" % (x, y)
                 return self.record(operator.mod, (a, b), {}, a % b)
             if inplace_array:
@@ -736,7 +746,7 @@ class Tracer:
                         break
             if r is NotImplemented:
                 r = fn(a, b)
-        elif id(a) in self.vars or id(b) in self.vars:
+        elif self._seen(a) | self._seen(b):
             r = self.record(fn, (a, b), {}, fn(a, b))
         else:
             r = fn(a, b)
@@ -763,7 +773,7 @@ class Tracer:
                                       "UNARY_POSITIVE": "__pos__"}[name])
             if isinstance(f, types.FunctionType):
                 return self.call(f, (a,), {})
-        if id(a) not in self.vars:
+        if not self._seen(a):
             return fn(a)
         return self.record(fn, (a,), {}, fn(a))
 
@@ -799,7 +809,7 @@ class Tracer:
             f = self.dunder(ta, "__getitem__")
             if isinstance(f, types.FunctionType):
                 return self.call(f, (a, i), {})
-        if id(a) in self.vars or (self.deep_tracked(i) and isinstance(a, np.ndarray)):
+        if self._seen(a) or (self.deep_tracked(i) and isinstance(a, np.ndarray)):
             r = self.record(operator.getitem, (a, i), {}, a[i])
             if self._tracked_mask(i):
                 self._guard_shape(r)
@@ -847,7 +857,7 @@ class Tracer:
 
     def iterable(self, v: Any) -> Any:
         """What iterating over ``v`` should iterate: rows of a traced array, a user ``__iter__``."""
-        if type(v) is np.ndarray and v.ndim >= 2 and id(v) not in self.vars:
+        if type(v) is np.ndarray and v.ndim >= 2 and not self._seen(v):
             return self.rows(v)  # rows are views: a later write through one must reach `v`
         if id(v) in self.vars:
             if isinstance(v, np.ndarray):
@@ -1041,7 +1051,7 @@ class Tracer:
             kwargs = {**kwargs, "key": callback(kwargs["key"])}
         if _is_numpy_callable(f) and any(self.is_pyobject(a) for a in args):
             args = tuple(self._array_of(a) for a in args)  # a user __array__ runs traced
-        tracked = self.deep_tracked(args) or self.deep_tracked(kwargs) or id(owner) in self.vars
+        tracked = self.deep_tracked(args) or self.deep_tracked(kwargs) or self._seen(owner)
         impure = is_impure(f)
         if not tracked and isinstance(owner, np.ndarray) and f.__name__ in ARRAY_MUTATORS and \
                 self.touches_traced_memory(owner):
