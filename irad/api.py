@@ -43,9 +43,43 @@ def _leaf_sig(x: Any) -> Any:
 
 
 def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[Any]]:
-    """The cache key of a call and its flat leaves."""
-    leaves, tree = flatten((args, kwargs))
-    return (tree, tuple(_leaf_sig(x) for x in leaves), registry.version()), leaves
+    """The cache key of a call (structure, dtypes, shapes, static values, rule-registry version)
+    and its flat leaves, in ``flatten((args, kwargs))`` order.
+
+    This is the per-call hot path: a list of Python floats is keyed by its length in one C-level
+    pass instead of one Python call per element.
+    """
+    leaves: list[Any] = []
+    key = tuple(_key(a, leaves) for a in args)
+    if kwargs:
+        key += (("kw",) + tuple((k, _key(v, leaves)) for k, v in kwargs.items()),)
+    return (key, registry.version()), leaves
+
+
+_FLOAT_ONLY = {float}
+
+
+def _key(x: Any, leaves: list[Any]) -> Any:
+    tx = type(x)
+    if tx is np.ndarray:
+        leaves.append(x)
+        return (x.dtype, x.shape)
+    if tx is float:
+        leaves.append(x)
+        return float
+    if tx is list or tx is tuple:
+        if x and set(map(type, x)) == _FLOAT_ONLY:
+            leaves.extend(x)
+            return (tx, "floats", len(x))
+        return (tx,) + tuple(_key(e, leaves) for e in x)
+    if tx is dict:
+        return ("dict",) + tuple((k, _key(v, leaves)) for k, v in x.items())
+    if x is None:
+        return None
+    if isinstance(x, tuple) and hasattr(tx, "_fields"):  # namedtuple
+        return (tx,) + tuple(_key(e, leaves) for e in x)
+    leaves.append(x)
+    return _leaf_sig(x)
 
 
 def _argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
@@ -78,6 +112,7 @@ class Program:
     grad_slots: list[tuple[int, TreeDef, list[int | None]]]  # (argnum, tree, joint output index per leaf)
     first: Any = field(default=None, repr=False)  # (value, grad) of the call that traced
     deps: tuple[tuple[Any, ...], ...] = ()  # globals, cells, methods, overloads the trace read
+    _builders: Any = field(default=None, repr=False)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         _, leaves = signature(args, kwargs)
@@ -89,14 +124,45 @@ class Program:
         return {i for i, _ in self.forward.statics}
 
     def unpack(self, flat: Sequence[Any]) -> tuple[Any, Any]:
-        value = unflatten(self.out_tree, flat[: self.n_out])
-        grads = []
-        for _, tree, idx in self.grad_slots:
-            grads.append(unflatten(tree, [None if k is None else flat[k] for k in idx]))
+        builders = self._builders
+        if builders is None:
+            builders = self._builders = (_builder(self.out_tree, list(range(self.n_out))),
+                                         [_builder(tree, idx) for _, tree, idx in self.grad_slots])
+        value = builders[0](flat)
+        grads = [b(flat) for b in builders[1]]
         return value, (grads[0] if self.single else tuple(grads))
 
     def guard_locations(self) -> tuple[str, ...]:
         return getattr(self.fn, "__irad_guards__", ())
+
+
+def _builder(tree: TreeDef, idx: list[int | None]) -> Callable[[Sequence[Any]], Any]:
+    """A function that builds ``tree``'s structure from a flat result sequence: ``idx[k]`` is the
+    position of leaf ``k`` (``None``: no value).  Built once per program; a run of contiguous
+    leaves in a list or tuple becomes one slice."""
+    kind = tree.kind
+    if kind == "leaf":
+        k = idx[0]
+        return (lambda flat: None) if k is None else (lambda flat: flat[k])
+    if kind == "none":
+        return lambda flat: None
+    if kind in ("list", "tuple") and all(c.kind == "leaf" for c in tree.children) and idx and \
+            None not in idx and idx == list(range(idx[0], idx[0] + len(idx))):  # type: ignore[operator]
+        a, b = idx[0], idx[0] + len(idx)  # type: ignore[operator]
+        return (lambda flat: list(flat[a:b])) if kind == "list" else (lambda flat: tuple(flat[a:b]))
+    parts, pos = [], 0
+    for child in tree.children:
+        n = child.num_leaves
+        parts.append(_builder(child, idx[pos:pos + n]))
+        pos += n
+    if kind == "list":
+        return lambda flat: [p(flat) for p in parts]
+    if kind == "tuple":
+        return lambda flat: tuple(p(flat) for p in parts)
+    if kind == "dict":
+        keys = tree.keys
+        return lambda flat: {k: p(flat) for k, p in zip(keys, parts)}
+    return lambda flat: kind(*[p(flat) for p in parts])  # a namedtuple class
 
 
 def _wrt_inputs(g: Graph, args: tuple[Any, ...], kwargs: dict[str, Any], argnums: tuple[int, ...], fname: str) \

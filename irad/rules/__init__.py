@@ -9,7 +9,7 @@ __all__ = ["Rule", "RuleQuery", "all_rules", "defrule", "has_rule", "impl_key", 
 def _load_tables() -> None:
     import importlib
     for name in ("python_rules", "numpy_rules", "array_rules", "gather_rules", "linalg_rules",
-                 "decomp_rules", "stats_rules", "object_rules"):
+                 "decomp_rules", "stats_rules", "object_rules", "fft_rules", "scipy_rules"):
         try:
             importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as e:  # a table not written yet
