@@ -21,7 +21,7 @@ import numpy as np
 
 from . import ops as irad_ops
 from .errors import GradError, NoRuleError
-from .ir import STATE, Const, Graph, OpaqueT, Op, Var, const, is_differentiable, map_atoms, typeof
+from .ir import STATE, ArrayT, Const, Graph, OpaqueT, Op, Var, const, is_differentiable, map_atoms, typeof
 from .rules import registry
 from .rules.registry import Rule
 
@@ -154,7 +154,7 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
         if not (isinstance(o, Var) and o.id in useful):
             continue
         if seed == "one":
-            if o.type.__class__.__name__ == "ArrayT" and getattr(o.type, "shape", ()) != ():
+            if isinstance(o.type, ArrayT) and o.type.shape != ():
                 raise GradError(f"grad of {g.name}: output must be a scalar, got {o.type}; "
                                 "use irad.vjp for non-scalar outputs")
             if o.id not in cot:

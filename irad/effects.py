@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import builtins
 import random
-import types
 from typing import Any
 
 import numpy as np

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 import irad
 import irad.passes as P
 from irad.errors import PassError
-from irad.trace import trace_values
 
 from functions import CASES
 
@@ -27,9 +26,8 @@ def _joint(case, seed=0):
 
 
 def _run(g, prog, args):
-    statics = {i for i, _ in g.statics}
-    leaves = irad.pytree.flatten((args, {}))[0] if hasattr(irad, "pytree") else None
     from irad.pytree import flatten
+    statics = {i for i, _ in g.statics}
     leaves = flatten((args, {}))[0]
     dyn = [x for i, x in enumerate(leaves) if i not in statics]
     from irad.ir import evaluate

@@ -22,6 +22,7 @@ class Entry:
     rule: Rule
     note: str
     table: str
+    label: str = ""  # the name the docs show, when the rule's own name is shared (types=)
 
 
 @dataclass
@@ -35,10 +36,13 @@ class Table:
     def __post_init__(self) -> None:
         TABLES.append(self)
 
-    def rule(self, fn: Any, fwd: Callable[..., Any], bwd: Callable[..., Any], note: str = "") -> None:
-        """Register an explicit ``fwd``/``bwd`` pair (skipped when ``fn`` is absent: old numpy)."""
+    def rule(self, fn: Any, fwd: Callable[..., Any], bwd: Callable[..., Any], note: str = "", *,
+             types: tuple[type, ...] = (), label: str = "") -> None:
+        """Register an explicit ``fwd``/``bwd`` pair (skipped when ``fn`` is absent: old numpy).
+        ``types``: only for calls whose leading positional arguments (``self`` first for a
+        method) are instances of them; ``label``: the name the docs show."""
         if fn is not None:
-            self.entries.append(Entry(fn, defrule(fn, fwd, bwd), note, self.module))
+            self.entries.append(Entry(fn, defrule(fn, fwd, bwd, types=types), note, self.module, label))
 
     def scalar(self, fn: Any, *partials: Any, note: str = "") -> None:
         """Register elementwise partials through ``scalar_rule``."""

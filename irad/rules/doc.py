@@ -22,6 +22,10 @@ def _group(name: str) -> str:
         return "Python: operator, builtins, math"
     if name.startswith("irad."):
         return "irad functional updates"
+    if name.startswith("numpy.fft."):
+        return "numpy.fft"
+    if name.startswith("scipy."):
+        return "scipy (optional)"
     if name.startswith("numpy.linalg."):
         return "numpy.linalg"
     if name.startswith("numpy.ndarray."):
@@ -34,12 +38,13 @@ def table() -> str:
     seen: set[object] = set()
     rows: dict[str, list[tuple[str, str, str]]] = {}
     for e in builtin_entries():
-        if e.rule.impl in seen:
+        if (e.rule.impl, e.rule.types) in seen:
             continue
-        seen.add(e.rule.impl)
-        rows.setdefault(_group(e.rule.name), []).append((e.rule.name, e.rule.kind, e.note))
+        seen.add((e.rule.impl, e.rule.types))
+        name = e.label or e.rule.name
+        rows.setdefault(_group(name), []).append((name, e.rule.kind, e.note))
     order = ["Python: operator, builtins, math", "numpy", "ndarray methods", "numpy.linalg",
-             "irad functional updates"]
+             "numpy.fft", "irad functional updates", "scipy (optional)"]
     total = sum(len(v) for v in rows.values())
     out = [f"{total} functions have built-in rules.", ""]
     for grp in order:

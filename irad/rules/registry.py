@@ -103,6 +103,10 @@ def qualname(fn: Any) -> str:
 
 def _qualname(fn: Any) -> str:
     if isinstance(fn, np.ufunc):
+        special = sys.modules.get("scipy.special")
+        if getattr(np, fn.__name__, None) is not fn and special is not None and \
+                getattr(special, fn.__name__, None) is fn:
+            return f"scipy.special.{fn.__name__}"
         return f"numpy.{fn.__name__}"
     if isinstance(fn, types.BuiltinMethodType) and fn.__self__ is not None and not isinstance(fn.__self__, types.ModuleType):
         owner = fn.__self__
@@ -120,7 +124,7 @@ def _qualname(fn: Any) -> str:
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     if mod in ("_operator", "builtins", "__builtin__"):
         mod = "operator" if mod == "_operator" else "builtins"
-    if mod.startswith("numpy") and mod != "numpy":
+    if mod.startswith(("numpy.", "scipy.")):
         # numpy.linalg._linalg -> numpy.linalg when the public module exports the same object
         public = ".".join(p for p in mod.split(".") if not p.startswith("_"))
         pm = sys.modules.get(public)
