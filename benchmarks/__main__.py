@@ -2,9 +2,10 @@
 
 Times the gradient of every workload (``workloads.py``) under each contender: hand-written numpy
 (the reference), irad, HIPS autograd, JAX (jit, x64) and PyTorch eager (float64), interleaved in
-one process, BLAS single-threaded for all.  Each round runs every contender for a time budget
-(median of the repetitions); the reported figure is the median over rounds, and ratios are
-per-round ratios to hand-written, median over rounds.  Every contender is checked against the
+one process, BLAS single-threaded for all.  In each round every contender runs a block of calls
+(its median is the round's figure) right after a block of the hand-written gradient; the reported
+time is the median over rounds, the ratio the median of the per-round ratios to the adjacent
+hand-written block.  Every contender is checked against the
 hand-written gradient first; a contender that errs or disagrees is reported as failing and not
 timed.  Peers that are not installed are skipped with a notice.
 
@@ -12,7 +13,8 @@ Also reported: irad's and JAX's first-call latency, peak memory of one call (tra
 for numpy-backed contenders only), the tracer's cost per op, the cost of irad's staleness check
 per call, the ``accumulate_in_place`` pass on the MLP, and op counts before/after the passes.
 
-``--quick`` checks that every workload runs and agrees, without timing.
+``--quick`` checks that every workload runs and agrees, without timing.  ``--clock cpu`` (the
+default) reports process CPU time first and wall-clock time beside it; ``--clock wall`` the reverse.
 """
 from __future__ import annotations
 
@@ -64,12 +66,34 @@ def agree(got: Any, want: Any, rtol: float, atol: float) -> None:
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
 
 
+CLOCK: Callable[[], float] = time.perf_counter  # --clock cpu: time.process_time (all threads' CPU time)
+
+
+def _clock_names() -> tuple[str, str]:
+    cpu, wall = "process CPU time (time.process_time)", "wall-clock time (time.perf_counter)"
+    return (cpu, wall) if CLOCK is time.process_time else (wall, cpu)
+
+
+def _median_times(fn: Callable[[], Any], reps: int) -> tuple[float, float]:
+    """Median time of one call by the primary clock and by the other one."""
+    c1, c2 = (time.process_time, time.perf_counter) if CLOCK is time.process_time \
+        else (time.perf_counter, time.process_time)
+    t1, t2 = [], []
+    for _ in range(reps):
+        a, b = c1(), c2()
+        fn()
+        t2.append(c2() - b)
+        t1.append(c1() - a)
+    return float(np.median(t1)), float(np.median(t2))
+
+
 def _median_time(fn: Callable[[], Any], reps: int) -> float:
+    clock = CLOCK
     times = []
     for _ in range(reps):
-        t = time.perf_counter()
+        t = clock()
         fn()
-        times.append(time.perf_counter() - t)
+        times.append(clock() - t)
     return float(np.median(times))
 
 
@@ -85,14 +109,15 @@ def peak_bytes(fn: Callable[[], Any]) -> int:
         tracemalloc.stop()
 
 
-def run_workload(w: Workload, cs: list[Contender], quick: bool, rounds: int = 7, budget: float = 0.08) \
+def run_workload(w: Workload, cs: list[Contender], quick: bool, rounds: int = 9, budget: float = 0.04) \
         -> dict[str, Any]:
     rng = np.random.default_rng(0)
     args = w.make_args(rng)
     want = w.hand(*args)
     calls: dict[str, Callable[[], Any]] = {}
     res: dict[str, Any] = {"name": w.name, "note": w.note, "fails": {}, "first_ms": {}, "us": {}, "ratio": {},
-                           "peak_kib": {}}
+                           "peak_kib": {}, "rounds": rounds,
+                           "us_alt": {}, "ratio_alt": {}, "clock": _clock_names()}
     for c in cs:
         try:
             call, first = c.prepare(w, args)
@@ -115,20 +140,28 @@ def run_workload(w: Workload, cs: list[Contender], quick: bool, rounds: int = 7,
     for name, call in calls.items():
         t = _median_time(call, 3)
         reps[name] = int(min(200, max(3, budget / max(t, 1e-9))))
-    times: dict[str, list[float]] = {n: [] for n in calls}
-    ratios: dict[str, list[float]] = {n: [] for n in calls}
-    order = list(calls)
-    for r in range(rounds):  # interleaved (rotating order) so that machine noise hits every contender alike
-        rot = order[r % len(order):] + order[: r % len(order)]
-        this = {n: _median_time(calls[n], reps[n]) for n in rot}
-        for n in calls:
-            times[n].append(this[n])
-            if "hand" in this:
-                ratios[n].append(this[n] / this["hand"])
+    # both clocks around every call: the primary one (--clock) is reported first, the other beside it
+    times: dict[str, list[tuple[float, float]]] = {n: [] for n in calls}
+    ratios: dict[str, list[tuple[float, float]]] = {n: [] for n in calls}
+    peers = [n for n in calls if n != "hand"]
+    for r in range(rounds):
+        # interleaved: each peer's block right after a hand-written block, rotating the order of the
+        # peers, so that the machine's load drifts alike over both sides of each ratio
+        for n in peers[r % len(peers):] + peers[: r % len(peers)] if peers else []:
+            if "hand" in calls:
+                th = _median_times(calls["hand"], reps["hand"])
+                times["hand"].append(th)
+            tn = _median_times(calls[n], reps[n])
+            times[n].append(tn)
+            if "hand" in calls:
+                ratios[n].append((tn[0] / th[0], tn[1] / th[1]))
+        if not peers and "hand" in calls:
+            times["hand"].append(_median_times(calls["hand"], reps["hand"]))
     for n in calls:
-        res["us"][n] = 1e6 * float(np.median(times[n]))
-        if ratios[n]:
-            res["ratio"][n] = float(np.median(ratios[n]))
+        for k, key in ((0, ""), (1, "_alt")):
+            res["us" + key][n] = 1e6 * float(np.median([t[k] for t in times[n]]))
+            if ratios[n]:
+                res["ratio" + key][n] = float(np.median([t[k] for t in ratios[n]]))
     if "irad" in calls:  # trace+compile again with warm instrumentation caches (a new value_and_grad)
         warm = []
         for _ in range(3):
@@ -183,6 +216,21 @@ def irad_extras(rounds: int = 7) -> dict[str, Any]:
     out["call_us"] = 1e6 * float(np.median(t_call))
     out["check_share"] = float(np.median(ratios))
     out["n_deps"] = len(prog.deps)
+    # the whole per-call dispatch (signature key, cache lookup, staleness check, result unflattening):
+    # a call with the generated code swapped for a stub that returns its last result
+    try:  # NOTE: relies on the cached Program's `fn` attribute being what a call runs
+        flat = prog.fn(*[irad.pytree.flatten((args, {}))[0][i] for i in vg.cache[next(iter(vg.cache))][0][1]])
+        real = prog.fn
+        prog.fn = lambda *a: flat
+        try:
+            vg(*args)
+            disp = float(np.median([_median_time(lambda: vg(*args), 200) for _ in range(rounds)]))
+        finally:
+            prog.fn = real
+        out["dispatch_us"] = 1e6 * disp
+        out["dispatch_share"] = disp / float(np.median(t_call))
+    except Exception:  # noqa: BLE001  (the cache's layout changed: leave this figure out)
+        out["dispatch_share"] = None
     # accumulate_in_place on the MLP
     vga = irad.value_and_grad(mlp.loss, passes=[*irad.passes.PIPELINE, irad.passes.accumulate_in_place])
     agree(vga(*args), mlp.hand(*args), 1e-9, 1e-12)
@@ -247,35 +295,35 @@ def report(results: list[dict[str, Any]], cs: list[Contender], notices: list[str
          "Generated by `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m benchmarks --markdown "
          "docs/benchmarks.md` (see `benchmarks/`).  Gradient (value and gradient) of each workload; every "
          "contender is checked against the hand-written numpy gradient before it is timed.  Contenders "
-         "are timed interleaved in one process (rotating order, 7 rounds, each the median of many calls); "
-         "the ratio is contender / hand-written per round, median over rounds (> 1: slower than "
-         "hand-written).  The machine was shared while this ran, so expect noise of ±10–20 %.", "",
+         f"are timed interleaved in one process: in each of {results[0]['rounds'] if results else 0} rounds every contender runs a block of calls "
+         "(~40 ms, the median call counts) right after a block of the hand-written gradient, in rotating order; "
+         "the ratio is contender / the adjacent hand-written block, median over rounds (> 1: slower than "
+         f"hand-written).  Times are {results[0]['clock'][0] if results else ''}; the same run by "
+         f"{results[0]['clock'][1] if results else ''} is shown below it.  Process CPU time counts only this "
+         "process's threads (all of them), so it is less disturbed by other processes on a shared machine; the "
+         "machine was shared (2 cores, other jobs running) while this ran, so expect noise of ±10–20 % in the "
+         "wall-clock figures.  First-call latencies are wall-clock.", "",
          "## Machine", "", *machine(cs)]
     L += [f"- skipped: {n}" for n in notices]
     L += ["", "## Workloads", ""]
     for r in results:
         L.append(f"- **{r['name']}**: {r['note']}")
-    L += ["", "## Ratio to hand-written (steady state)", "",
-          "| workload | hand-written (µs) | " + " | ".join(c.label for c in peers) + " |",
-          "|---|---:|" + "---:|" * len(peers)]
-    for r in results:
-        cells = []
-        for c in peers:
-            if c.name in r["fails"]:
-                cells.append(f"fails: {r['fails'][c.name]}")
-            elif c.name in r["ratio"]:
-                cells.append(f"{r['ratio'][c.name]:.2f}x ({r['us'][c.name]:.0f} µs)")
-            else:
-                cells.append("n/a")
-        L.append(f"| {r['name']} | {_fmt(r['us'].get('hand'))} | " + " | ".join(cells) + " |")
+    L += ["", f"## Ratio to hand-written (steady state, {results[0]['clock'][0] if results else ''})", "",
+          *_ratio_table(results, peers, "")]
     L += ["", "Targets from the issue, for comparison: " +
           "; ".join(f"{c.label}: {TARGETS[c.name]}" for c in peers if c.name in TARGETS) + "."]
+    irad_r = [(r["name"], r["ratio"].get("irad"), r["fails"].get("irad")) for r in results]
+    if any(c.name == "irad" for c in peers):
+        meets = [f"{n} {x:.2f}x {'meets' if x <= 1.10 else 'misses'}" if x is not None else f"{n} {f or 'n/a'}"
+                 for n, x, f in irad_r]
+        L += ["", "irad against its target (≤ 1.10x of hand-written): " + "; ".join(meets) + "."]
     if png:
         L += ["", f"![ratio to hand-written, log scale]({Path(png).name})"]
+    L += ["", f"The same run by {results[0]['clock'][1] if results else ''}:", "", *_ratio_table(results, peers, "_alt")]
     L += ["", "## First call (trace + compile)", "",
           "irad: the first call of `irad.value_and_grad(f)` (trace, differentiate, optimise, lower, run); "
-          "*cold* is the first use in the process (instrumenting numpy's and irad's Python helpers on the "
-          "way), *warm* a new `value_and_grad` of the same function once those caches are filled (median of 3). "
+          "*cold* is the first call of this function in the process (the workloads run in the order shown, "
+          "so only mlp pays in full for instrumenting numpy's and irad's Python helpers on the way), *warm* a new `value_and_grad` of the same function once those caches are filled (median of 3). "
           "JAX: the first call of the jitted `value_and_grad` (trace + XLA compile). Target: MLP under 50 ms.", "",
           "| workload | irad cold (ms) | irad warm (ms) | JAX jit (ms) |", "|---|---:|---:|---:|"]
     for r in results:
@@ -295,16 +343,37 @@ def report(results: list[dict[str, Any]], cs: list[Contender], notices: list[str
     if extras:
         L.append(f"- staleness/guard check per call (`irad.api.check_deps(prog.deps)`, {extras['n_deps']} deps, "
                  f"MLP): {extras['check_us']:.1f} µs against {extras['call_us']:.1f} µs for one gradient call = "
-                 f"{100 * extras['check_share']:.1f} % (target < 5 %).")
+                 f"{100 * extras['check_share']:.2f} % (target < 5 %)." + (
+                     "" if extras["dispatch_share"] is None else
+                     "  The whole per-call dispatch of `value_and_grad` (signature key, cache lookup, this check, "
+                     "unflattening the results; timed with the generated code replaced by a stub): "
+                     f"{extras.get('dispatch_us', 0):.1f} µs = {100 * extras['dispatch_share']:.1f} % of the call."))
         a = extras["aip"]
         L.append(f"- `accumulate_in_place` on the MLP: peak {a['default_kib']:.0f} KiB → {a['aip_kib']:.0f} KiB, "
                  f"time {a['default_us']:.0f} µs → {a['aip_us']:.0f} µs ({a['ratio']:.2f}x).")
         L += ["", "Ops per workload: traced forward graph; joint forward+backward graph with `passes=[]`; "
-              "after the default pipeline (`len(prog.graph.ops)`).", "",
+              "after the default pipeline (`len(prog.graph.ops)`).  The default pipeline inlines the rules' "
+              "pullbacks into their primitive ops, so a graph can grow while its Python-call count shrinks.", "",
               "| workload | forward ops | joint, no passes | joint, default pipeline |", "|---|---:|---:|---:|"]
         for name, v in extras["ops"].items():
             L.append(f"| {name} | {v[0]} | {v[1]} | {v[2]} |" if isinstance(v, tuple) else f"| {name} | {v} | | |")
     return "\n".join(L) + "\n"
+
+
+def _ratio_table(results: list[dict[str, Any]], peers: list[Contender], key: str) -> list[str]:
+    L = ["| workload | hand-written (µs) | " + " | ".join(c.label for c in peers) + " |",
+         "|---|---:|" + "---:|" * len(peers)]
+    for r in results:
+        cells = []
+        for c in peers:
+            if c.name in r["fails"]:
+                cells.append(f"fails: {r['fails'][c.name]}")
+            elif c.name in r["ratio" + key]:
+                cells.append(f"{r['ratio' + key][c.name]:.2f}x ({r['us' + key][c.name]:.0f} µs)")
+            else:
+                cells.append("n/a")
+        L.append(f"| {r['name']} | {_fmt(r['us' + key].get('hand'))} | " + " | ".join(cells) + " |")
+    return L
 
 
 def terminal_table(results: list[dict[str, Any]], cs: list[Contender]) -> str:
@@ -344,7 +413,8 @@ def chart(results: list[dict[str, Any]], cs: list[Contender], path: str) -> None
     ax.set_yscale("log")
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("time / hand-written numpy (log)")
-    ax.set_title("gradient time relative to hand-written numpy (lower is faster)")
+    clock = results[0]["clock"][0].split(" (")[0] if results else ""
+    ax.set_title(f"gradient time relative to hand-written numpy, {clock} (lower is faster)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -359,8 +429,13 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--contenders", default=None,
                     help="comma-separated subset of irad,autograd,jax,torch (default: all installed)")
     ap.add_argument("--workloads", default=None, help="comma-separated subset of the workloads")
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="cpu",
+                    help="wall: time.perf_counter; cpu: time.process_time (less sensitive to other processes "
+                         "on a shared machine)")
     ns = ap.parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if ns.clock == "cpu" else time.perf_counter
     cs, notices = contenders(ns.contenders.split(",") if ns.contenders else None)
     for n in notices:
         print(f"notice: {n}", file=sys.stderr)

@@ -129,7 +129,8 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
             b.ops.append(op)
             continue
         if any(v.id in active for _, a in op.kwargs for _, v in _var_paths(a, ())):
-            op = _positional(op)
+            pre = registry.lookup(op.fn, tuple(map_atoms(a, b.get) for a in op.args))
+            op = _positional(op, pre.params if pre is not None else ())
         args = [map_atoms(a, b.get) for a in op.args]
         kwargs = {n: map_atoms(a, b.get) for n, a in op.kwargs}
         rule = registry.lookup(op.fn, tuple(args))
@@ -225,16 +226,29 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
     return Joint(joint, len(g.outputs), tuple(wrt), tuple(ybar_inputs), b.val, tuple(seed_outputs))
 
 
-def _positional(op: Op) -> Op:
+def _positional(op: Op, names: tuple[str, ...] = ()) -> Op:
     """Move keyword arguments that name positional parameters into ``args`` (``np.sum(a=x)``),
-    so that rules, which give cotangents for positional arguments, see them."""
+    so that rules, which give cotangents for positional arguments, see them.  ``names``: the
+    rule's own list of positional parameters (``Rule.params``), used instead of the signature
+    (``scipy.stats.norm.logpdf(x, loc=m)`` runs ``rv_continuous.logpdf(self, x, *args, **kw)``)."""
     import inspect
+    kw = dict(op.kwargs)
+    args = list(op.args)
+    if names:  # each a name, or (name, default): a default fills a gap before a later keyword
+        rest = [n if isinstance(n, tuple) else (n,) for n in names[len(args):]]
+        last = max((i for i, n in enumerate(rest) if n[0] in kw), default=-1)
+        for n in rest[:last + 1]:
+            if n[0] in kw:
+                args.append(kw.pop(n[0]))
+            elif len(n) == 2:
+                args.append(const(n[1]))
+            else:
+                break
+        return Op(op.prim, tuple(args), tuple(kw.items()), op.outs, op.fn, op.loc, op.unpack)
     try:
         params = list(inspect.signature(op.fn).parameters.values())
     except (TypeError, ValueError):
         return op
-    kw = dict(op.kwargs)
-    args = list(op.args)
     for p in params[len(args):]:
         if p.kind is not p.POSITIONAL_OR_KEYWORD or p.name not in kw:
             break

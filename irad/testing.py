@@ -214,7 +214,7 @@ def numerical_vjp(f: Callable[..., Any], args: tuple[Any, ...], ybar: Any, eps: 
 
 def check_rule(fn: Any, *args: Any, rule: Rule | None = None, order: int = 1, rtol: float = 1e-5,
                atol: float = 1e-7, eps: float = 1e-6, seed: int = 0, ybar: Any = None,
-               fn_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+               fn_kwargs: dict[str, Any] | None = None, wrt: Any = None, **kwargs: Any) -> None:
     """Check the reverse rule of ``fn`` at ``fn(*args, **kwargs)``; raise AssertionError if wrong.
 
     Checks: the forward equals ``fn``; neither pass mutates its inputs; the backward returns one
@@ -223,6 +223,8 @@ def check_rule(fn: Any, *args: Any, rule: Rule | None = None, order: int = 1, rt
     ``v``.  ``ybar`` overrides the random output cotangent (a tuple for container outputs).
     ``order=2`` also differentiates the backward with ``irad.vjp`` (needs the transform).
     Keyword arguments of ``fn`` named like ours (``order=``, ``rtol=``...) go in ``fn_kwargs``.
+    ``wrt`` (positions) restricts the finite-difference checks to those arguments: for an
+    argument that cannot be perturbed freely (a point on a simplex the function checks).
     """
     kwargs = {**kwargs, **(fn_kwargs or {})}
     name = qualname(fn)
@@ -264,7 +266,7 @@ def check_rule(fn: Any, *args: Any, rule: Rule | None = None, order: int = 1, rt
         return inner(ybar_tree, fn(*aa, **kwargs))
 
     for i, a in enumerate(before):
-        if not _has_float(a):
+        if not _has_float(a) or (wrt is not None and i not in wrt):
             continue
         where = f"{name}: cotangent of argument {i} ({_fmt(a)})"
         cl = _cot_leaves(a, cots[i], where)
@@ -276,19 +278,19 @@ def check_rule(fn: Any, *args: Any, rule: Rule | None = None, order: int = 1, rt
                                  f"{lhs!r}, numerical {rhs!r} (rtol={rtol}, atol={atol}, "
                                  f"eps={eps})")
     if order >= 2:
-        _check_second_order(fn, rule, before, kwargs, ybar, rng, name, rtol, atol, eps)
+        _check_second_order(fn, rule, before, kwargs, ybar, rng, name, rtol, atol, eps, wrt)
 
 
 def _check_second_order(fn: Any, rule: Rule, args: tuple[Any, ...], kwargs: dict[str, Any],
                         ybar: Any, rng: np.random.Generator, name: str, rtol: float,
-                        atol: float, eps: float) -> None:
+                        atol: float, eps: float, wrt: Any = None) -> None:
     """Differentiate ``args -> <bwd(fwd(args), ybar), w>`` with irad and with differences."""
     import importlib
     irad = importlib.import_module("irad")
     vjp = getattr(irad, "vjp", None)
     if vjp is None:
         raise NotImplementedError("check_rule(order=2) needs irad.vjp (the reverse-mode transform)")
-    diff = [i for i, a in enumerate(args) if _has_float(a)]
+    diff = [i for i, a in enumerate(args) if _has_float(a) and (wrt is None or i in wrt)]
     probe = rule.bwd(rule.fwd(*args, **kwargs)[1], ybar)
     ws = [random_like(_materialise(probe[i], args[i]), rng) for i in diff]
 

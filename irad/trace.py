@@ -58,7 +58,7 @@ _TRANSPARENT = [object.__setattr__, object.__delattr__, object.__init__, builtin
 _STRUCTURAL_VIEWS = {np.transpose, np.ndarray.transpose, np.swapaxes, np.ndarray.swapaxes, np.moveaxis,
                      np.reshape, np.ndarray.reshape, np.ravel, np.ndarray.ravel, np.squeeze, np.ndarray.squeeze,
                      np.expand_dims, np.flip, np.fliplr, np.flipud, np.asarray, np.asanyarray,
-                     np.atleast_1d, np.atleast_2d, np.atleast_3d, np.take}
+                     np.atleast_1d, np.atleast_2d, np.atleast_3d}
 
 
 def _by_id(fns: Any) -> dict[int, Any]:
@@ -480,20 +480,23 @@ class Tracer:
         return self._refresh(x)
 
     def _flat_view_derivation(self, x: np.ndarray) -> None:
+        """Remember ``x`` as ``root[index]``: the memory positions of its elements, unravelled in
+        the root's memory order (an advanced index: reads copy, writes go through setitem)."""
         root = _root(x)
         if id(x) not in self.derived:
             item = root.itemsize
             offset = x.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-            if x.dtype != root.dtype or not root.flags.c_contiguous or offset % item or \
-                    any(s % item for s in x.strides):
+            order = "C" if root.flags.c_contiguous else "F" if root.flags.f_contiguous else None
+            if x.dtype != root.dtype or order is None or offset % item or any(s % item for s in x.strides):
                 loc = self.loc()
                 raise MutationError("an array that views the memory of a traced array, made where irad could not "
                                     "see how, is used", loc.long if loc else "",
                                     "make it with indexing or a numpy function, or copy it (`.copy()`)")
-            idx = np.full(x.shape, offset // item, dtype=np.intp)
+            pos = np.full(x.shape, offset // item, dtype=np.intp)
             for axis, (n, s) in enumerate(zip(x.shape, x.strides)):
-                idx += (np.arange(n) * (s // item)).reshape((n,) + (1,) * (x.ndim - axis - 1))
-            self.derived[id(x)] = (np.take, (root, idx), {}, root)
+                pos += (np.arange(n) * (s // item)).reshape((n,) + (1,) * (x.ndim - axis - 1))
+            index = np.unravel_index(pos, root.shape, order=order)
+            self.derived[id(x)] = (operator.getitem, (root, index), {}, root)
             self.keep.append(x)
 
     def _refresh(self, x: np.ndarray) -> Var:

@@ -1873,3 +1873,12 @@ def views_of_an_untracked_buffer(x, m):
     for row, src in zip(grid, m):  # rows of an untracked array are views too
         row *= src
     return total + np.sum(grid ** 2)
+
+
+@case(normal((3,)), tags=("inplace", "view"))
+def fortran_ordered_buffer_views(x):
+    buf = np.zeros((3, 2), order="F")
+    left, right = np.hsplit(buf, 2)  # views of an F-ordered buffer, returned in a list
+    buf[:, 0] = x
+    right += x[:, None] ** 2
+    return left.sum() * 2.0 + right.sum() + buf.sum()

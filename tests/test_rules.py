@@ -800,6 +800,159 @@ case(np2("linalg.matrix_norm"), R(2, 3, 4))
 case(np2("linalg.matrix_norm"), R(3, 4), ord=2, keepdims=True)
 case(np2("linalg.matrix_norm"), R(3, 4), ord=-np.inf)
 
+# ---- numpy.fft -------------------------------------------------------------------------------
+
+FFT = np.fft
+for fn in (FFT.fft, FFT.ifft):
+    case(fn, R(6))
+    case(fn, C(5))
+    case(fn, C(3, 4), 7, 0)                          # zero-padded along axis 0
+    case(fn, C(3, 6), n=4, norm="ortho")             # truncated
+    case(fn, R(4, 5), axis=0, norm="forward")
+    case(fn, C(5), None, -1, "backward")
+for fn in (FFT.fft2, FFT.ifft2, FFT.fftn, FFT.ifftn):
+    case(fn, C(3, 4))
+    case(fn, R(2, 3, 4), (5, 2), (1, 2))
+    case(fn, C(3, 4, 2), axes=(0, 2), norm="ortho")
+    case(fn, C(2, 3, 4), s=(4, 2), axes=(0, 2), norm="forward")
+case(FFT.fftn, C(2, 3, 4))
+case(FFT.ifftn, C(2, 3, 4), None, (1,))
+for fn in (FFT.rfft,):
+    case(fn, R(6))
+    case(fn, R(7))
+    case(fn, R(3, 5), 8, 0)
+    case(fn, R(3, 5), n=4, norm="ortho")
+    case(fn, R(5), norm="forward")
+for fn in (FFT.rfft2, FFT.rfftn):
+    case(fn, R(3, 4))
+    case(fn, R(2, 3, 5), s=(4, 6), axes=(0, 1), norm="ortho")
+    case(fn, R(3, 5), (2, 7), (0, 1), norm="forward")
+case(FFT.rfftn, R(2, 3, 5))
+case(FFT.irfft, C(4))
+case(FFT.irfft, C(4), 7)                             # odd n
+case(FFT.irfft, C(3, 5), n=6, axis=0, norm="ortho")
+case(FFT.irfft, C(5), n=12, norm="forward")          # zero-padded input
+case(FFT.irfft, C(6), n=5)                           # truncated input
+for fn in (FFT.irfft2, FFT.irfftn):
+    case(fn, C(3, 4))
+    case(fn, C(2, 3, 4), s=(4, 5), axes=(1, 0), norm="forward")
+    case(fn, C(3, 4), (3, 7), (0, 1), norm="ortho")
+case(FFT.irfftn, C(2, 3, 4))
+for fn in (FFT.fftshift, FFT.ifftshift):
+    case(fn, R(5))
+    case(fn, R(4, 5), axes=1)
+    case(fn, C(4, 5))
+    case(fn, R(3, 4), (0,))
+
+# ---- SciPy (optional: no cases without it, and then no rules either) ---------------------------
+
+try:
+    import scipy.linalg
+    import scipy.signal
+    import scipy.special as sp
+    import scipy.stats as st
+except ImportError:
+    sp = None
+if sp is not None:
+    from scipy.stats._distn_infrastructure import rv_continuous, rv_discrete
+
+    from irad.rules import scipy_rules
+    scipy_rules.load_all()
+    sla, sig = scipy.linalg, scipy.signal
+
+    def I(*shape: int) -> np.ndarray:
+        """Values in (0.1, 0.9) (probabilities)."""
+        return rng.uniform(0.1, 0.9, shape)
+
+    SPECIAL = [
+        (sp.gamma, P), (sp.gammaln, P), (sp.rgamma, P), (sp.digamma, P), (sp.erf, R), (sp.erfc, R),
+        (sp.erfinv, U), (sp.erfcinv, lambda *s: I(*s) * 2), (sp.ndtr, R), (sp.log_ndtr, R), (sp.ndtri, I),
+        (sp.expit, R), (sp.logit, I), (getattr(sp, "log_expit", None), R), (sp.i0, R), (sp.i1, R),
+        (sp.i0e, R), (sp.i1e, R), (sp.j0, R), (sp.j1, R), (sp.y0, P), (sp.y1, P),
+    ]
+    for fn, make in SPECIAL:
+        case(fn, make(3, 4))
+        case(fn, float(make()[()]))
+    case(sp.gammaln, -P(3) - 0.1)                      # log|gamma| for negative x
+    case(sp.polygamma, np.array([0, 1, 2]), P(3))
+    case(sp.polygamma, 1, P(2, 2))
+    case(sp.multigammaln, P(3) + 2, 3)
+    case(sp.multigammaln, 3.5, 2)
+    for fn in (sp.beta, sp.betaln, sp.xlogy, sp.xlog1py):
+        case(fn, P(3, 4), P(3, 4))
+        case(fn, P(3, 1), P(4))
+    case(sp.xlogy, np.array([0.0, 1.5]), P(2))
+    case(sp.iv, np.array([0, 1, 2]), R(3))
+    case(sp.ive, 1, R(2, 3))
+    case(sp.jv, 2, R(3))
+    case(sp.jv, 0.5, P(3), _opts={"wrt": (1,)})        # a real order: no cotangent
+    case(sp.yv, 1, P(3))
+    case(sp.kv, 1, P(3))
+    case(sp.logsumexp, R(3, 4))
+    case(sp.logsumexp, R(3, 4), 1)
+    case(sp.logsumexp, R(3, 4), axis=0, keepdims=True)
+    case(sp.logsumexp, R(3, 4), 1, P(3, 4))             # positional b: a cotangent
+    case(sp.logsumexp, R(3, 4), None, P(4))
+    case(sp.logsumexp, R(2, 3, 4), (0, 2), P(3, 1), True)
+    case(sp.logsumexp, R(3, 4), axis=1, b=P(4))         # keyword b: a constant
+    for fn in (sp.softmax, sp.log_softmax):
+        case(fn, R(3, 4))
+        case(fn, R(3, 4), axis=1)
+        case(fn, R(2, 3, 4), (0, 2))
+    # distributions: the method's function with the distribution first (self)
+    case(rv_continuous.logpdf, st.norm, R(4), R(4), P(4))
+    case(rv_continuous.logpdf, st.norm, R(3, 4))
+    case(rv_continuous.logpdf, st.norm, R(4), 0.3, scale=2.0)
+    case(rv_continuous.pdf, st.norm, R(4), 0.3, P(4))
+    for meth in ("cdf", "logcdf", "sf", "logsf"):
+        case(getattr(rv_continuous, meth), st.norm, R(4), R(4), P(4))
+        case(getattr(rv_continuous, meth), st.norm, R(2, 3))
+    case(rv_continuous.logpdf, st.t, R(4), P(4) * 3, R(4), P(4))
+    case(rv_continuous.logpdf, st.t, R(4), 4.5)
+    case(rv_continuous.pdf, st.t, R(4), P(4) * 3, 0.2, 1.5)
+    case(rv_continuous.logpdf, st.gamma, P(4) * 2, P(4) + 1, 0.1, P(4))
+    case(rv_continuous.pdf, st.gamma, P(4), 2.5)
+    case(rv_continuous.logpdf, st.beta, I(4), P(4), P(4))
+    case(rv_continuous.pdf, st.beta, I(4) * 0.5 + 0.2, P(4), P(4), 0.1, 1.2)
+    for meth in (rv_discrete.logpmf, rv_discrete.pmf, rv_discrete.cdf):
+        case(meth, st.poisson, np.array([0, 1, 3, 5]), P(4) * 2)
+        case(meth, st.poisson, np.array([2.0, 4.0]), 1.5, 1, _opts={"wrt": (2,)})  # k: a step
+    MVN = type(st.multivariate_normal)
+    for meth in (MVN.logpdf, MVN.pdf):
+        case(meth, st.multivariate_normal, R(3), R(3), spd(3))
+        case(meth, st.multivariate_normal, R(5, 3), R(3), spd(3) + np.triu(R(3, 3), 1))  # upper ignored
+        case(meth, st.multivariate_normal, R(5, 3), R(3), P(3))
+        case(meth, st.multivariate_normal, R(5, 2), R(2), 1.5)
+    DIR = type(st.dirichlet)
+    for meth in (DIR.logpdf, DIR.pdf):                 # x lies on the simplex: alpha only
+        case(meth, st.dirichlet, np.array([0.2, 0.3, 0.5]), P(3), _opts={"wrt": (2,)})
+        case(meth, st.dirichlet, np.array([[0.2, 0.1], [0.3, 0.6], [0.5, 0.3]]), P(3), _opts={"wrt": (2,)})
+    # scipy.linalg
+    TRI = R(3, 3) + 3 * np.eye(3)
+    case(sla.solve_triangular, np.tril(TRI), R(3), lower=True)
+    case(sla.solve_triangular, TRI, R(3, 2))                         # reads the upper triangle
+    case(sla.solve_triangular, TRI, R(3, 2), 1, True)
+    case(sla.solve_triangular, TRI, R(3), trans="C", unit_diagonal=True)
+    case(sla.solve_triangular, C(3, 3) + 3 * np.eye(3), C(3, 2), trans="T", lower=True)
+    case(sla.solve_triangular, C(3, 3) + 3 * np.eye(3), C(3), trans=2)
+    case(sla.solve_triangular, C(3, 3) + 3 * np.eye(3), C(3))
+    case(sla.cho_factor, spd(3))
+    case(sla.cho_factor, spd(3) + np.triu(R(3, 3), 1), True)
+    case(sla.cho_solve, (np.tril(spd(3)), True), R(3))
+    case(sla.cho_solve, (np.triu(spd(3)), False), R(3, 2))
+    case(sla.sqrtm, spd(3))
+    case(sla.sqrtm, spd(2) + 0.3 * R(2, 2))
+    case(sla.solve_sylvester, spd(3), spd(2), R(3, 2))
+    case(sla.inv, spd(3) + R(3, 3))
+    case(sla.det, spd(3) + R(3, 3))
+    # scipy.signal
+    for mode in ("full", "same", "valid"):
+        case(sig.convolve, R(5), R(3), mode)
+        case(sig.convolve, R(3), R(6), mode=mode)
+        case(sig.convolve, R(4, 5), R(2, 3), mode)
+    case(sig.convolve, R(6, 5), R(3, 3), "full", "fft")
+    case(sig.convolve, C(4), C(3))
+
 
 # ---- the tests -------------------------------------------------------------------------------
 
@@ -816,6 +969,10 @@ def _tested_impls() -> set:
 def test_every_rule_is_tested():
     tested = _tested_impls()
     missing = sorted({e.rule.name for e in builtin_entries() if e.rule.impl not in tested})
+    assert not missing, f"rules without a case in tests/test_rules.py: {missing}"
+    # a rule registered for argument types (one per SciPy distribution) needs its own case
+    hit = {id(registry.lookup(p.values[0], p.values[1])) for p in CASES}
+    missing = sorted({e.label or e.rule.name for e in builtin_entries() if e.rule.types and id(e.rule) not in hit})
     assert not missing, f"rules without a case in tests/test_rules.py: {missing}"
 
 
@@ -840,7 +997,8 @@ def test_nondifferentiable_list():
 def _first_case_per_rule() -> list:
     seen, out = set(), []
     for p in CASES:
-        key = registry.impl_key(p.values[0])
+        rule = registry.lookup(p.values[0], p.values[1])
+        key = (registry.impl_key(p.values[0]), rule.types if rule is not None else ())
         if key not in seen:
             seen.add(key)
             out.append(p)
@@ -932,6 +1090,7 @@ def test_docs_examples_run():
 
 
 def test_docs_are_up_to_date():
+    pytest.importorskip("scipy", reason="the generated table lists the SciPy rules too")
     path = Path(__file__).resolve().parents[1] / "docs" / "rules.md"
     text = path.read_text()
     assert text == doc.render(text), "docs/rules.md is stale: run python -m irad.rules.doc --write"

@@ -37,12 +37,14 @@ class Table:
         TABLES.append(self)
 
     def rule(self, fn: Any, fwd: Callable[..., Any], bwd: Callable[..., Any], note: str = "", *,
-             types: tuple[type, ...] = (), label: str = "") -> None:
+             types: tuple[type, ...] = (), label: str = "", params: tuple[Any, ...] = ()) -> None:
         """Register an explicit ``fwd``/``bwd`` pair (skipped when ``fn`` is absent: old numpy).
         ``types``: only for calls whose leading positional arguments (``self`` first for a
-        method) are instances of them; ``label``: the name the docs show."""
+        method) are instances of them; ``label``: the name the docs show; ``params``: see
+        ``defrule``."""
         if fn is not None:
-            self.entries.append(Entry(fn, defrule(fn, fwd, bwd, types=types), note, self.module, label))
+            rule = defrule(fn, fwd, bwd, types=types, params=params)
+            self.entries.append(Entry(fn, rule, note, self.module, label))
 
     def scalar(self, fn: Any, *partials: Any, note: str = "") -> None:
         """Register elementwise partials through ``scalar_rule``."""

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ._common import builtin_entries, builtin_nondiff
-from .registry import impl_key, qualname
+from .registry import impl_key, load_pending, qualname
 
 START = "<!-- rules-table:start -->"
 END = "<!-- rules-table:end -->"
@@ -35,6 +35,7 @@ def _group(name: str) -> str:
 
 def table() -> str:
     """The generated markdown: one table per group, then the non-differentiable functions."""
+    load_pending(force=True)  # the SciPy rules register when SciPy is imported: import it now
     seen: set[object] = set()
     rows: dict[str, list[tuple[str, str, str]]] = {}
     for e in builtin_entries():

@@ -39,6 +39,7 @@ class Rule:
     kind: str = "explicit"  # 'explicit' | 'scalar' | 'closure'
     types: tuple[type, ...] = ()  # leading positional argument types it was registered for
     closure_fn: Any = field(default=None, compare=False)  # the user's closure-form rule, if any
+    params: tuple[Any, ...] = ()  # positional parameters (name or (name, default)), where the signature hides them
 
 
 _RULES: dict[Any, list[Rule]] = {}
@@ -124,7 +125,7 @@ def _qualname(fn: Any) -> str:
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     if mod in ("_operator", "builtins", "__builtin__"):
         mod = "operator" if mod == "_operator" else "builtins"
-    if mod.startswith(("numpy.", "scipy.")):
+    if (mod.startswith("numpy") and mod != "numpy") or mod.startswith("scipy."):
         # numpy.linalg._linalg -> numpy.linalg when the public module exports the same object
         public = ".".join(p for p in mod.split(".") if not p.startswith("_"))
         pm = sys.modules.get(public)
@@ -159,12 +160,16 @@ def implementation(fn: Any, types: tuple[type, ...] = ()) -> Any:
 
 
 def defrule(fn: Any, fwd: Fwd, bwd: Bwd, *, types: tuple[type, ...] = (), kind: str = "explicit",
-            closure_fn: Any = None) -> Rule:
+            closure_fn: Any = None, params: tuple[Any, ...] = ()) -> Rule:
     """Register the explicit rule ``(fwd, bwd)`` for the implementation ``fn`` (with ``types``:
-    the implementation calls with those leading argument types dispatch to)."""
+    the implementation calls with those leading argument types dispatch to).  ``params`` names
+    the positional parameters (``self`` first for a method) when ``fn``'s signature hides them
+    behind ``*args``: a differentiated keyword argument with one of these names is moved into
+    the positional arguments, so that it gets a cotangent.  An entry ``(name, default)`` lets a
+    later keyword move too, the default filling the gap (``norm.logpdf(x, scale=s)``)."""
     impl = implementation(fn, tuple(types))
     rule = Rule(impl_key(impl), qualname(impl if impl is not fn and not isinstance(fn, types_mod.MethodType)
-                                          else fn), fwd, bwd, kind, tuple(types), closure_fn)
+                                          else fn), fwd, bwd, kind, tuple(types), closure_fn, tuple(params))
     lst = _RULES.setdefault(rule.impl, [])
     lst[:] = [r for r in lst if r.types != rule.types]
     lst.append(rule)
@@ -229,10 +234,45 @@ def non_differentiable(*fns: Any) -> Any:
 
 
 def is_nondiff(fn: Any) -> bool:
+    if _PENDING:
+        load_pending()
     try:
         return impl_key(fn) in _NONDIFF
     except TypeError:
         return False
+
+
+_PENDING: list[tuple[str, Callable[[], None]]] = []  # (module, loader): rules for optional libraries
+
+
+def when_imported(module: str, loader: Callable[[], None]) -> None:
+    """Run ``loader`` (which registers rules) as soon as ``module`` has been imported by anyone:
+    rules for an optional library (SciPy) cost nothing, not even its import, until a program
+    uses it.  Checked on every rule lookup while loaders are pending."""
+    if module in sys.modules:
+        loader()
+    else:
+        _PENDING.append((module, loader))
+
+
+def load_pending(force: bool = False) -> None:
+    """Run the pending loaders whose module is imported (all of them, importing the modules,
+    with ``force``: for the docs and the coverage tests)."""
+    if force:
+        import importlib
+        for mod, _ in list(_PENDING):
+            try:
+                importlib.import_module(mod)
+            except ImportError:
+                pass
+    ready = [p for p in _PENDING if sys.modules.get(p[0]) is not None]
+    for p in ready:
+        if p in _PENDING:
+            _PENDING.remove(p)
+            try:
+                p[1]()
+            except ImportError:  # a broken optional install: its rules stay unregistered
+                pass
 
 
 def lookup(fn: Any, args: tuple[Any, ...] = ()) -> Rule | None:
@@ -241,6 +281,8 @@ def lookup(fn: Any, args: tuple[Any, ...] = ()) -> Rule | None:
     A rule registered with ``types`` applies when the leading positional arguments are
     instances of those types; the most recently registered matching rule wins.
     """
+    if _PENDING:
+        load_pending()
     try:
         key = impl_key(fn)
         lst = _RULES.get(key)
@@ -271,6 +313,8 @@ def opt_out(fn: Any, *types_: type) -> None:
 
 def all_rules() -> list[Rule]:
     """Every registered rule (for docs and tests)."""
+    if _PENDING:
+        load_pending()
     return [r for lst in _RULES.values() for r in lst]
 
 
@@ -345,6 +389,8 @@ def has_rule(fn: Any, *args: Any) -> RuleQuery:
     ``functools.singledispatch`` or plum function, or any callable.  The answer says which
     implementation the call resolves to, which rule (if any) is registered for it, and which
     opt-outs were consulted."""
+    if _PENDING:
+        load_pending()
     call_args = args
     if isinstance(fn, types_mod.MethodType):
         call_args = (fn.__self__,) + args

@@ -1,0 +1,588 @@
+"""Rules for SciPy (optional): scipy.special, scipy.stats distributions, scipy.linalg, scipy.signal.
+
+Importing this module never imports SciPy.  Each part registers through
+``registry.when_imported``: the rules for ``scipy.special`` are registered the first time irad
+looks up a rule after the program has imported ``scipy.special`` (likewise ``scipy.stats``,
+``scipy.linalg``, ``scipy.signal``), so ``import irad`` stays fast and works without SciPy.
+
+scipy.special's functions are numpy ufuncs: their arguments are positional (ufuncs take no
+keyword inputs), so every argument can carry a cotangent.  Orders of Bessel functions and the
+``n`` of ``polygamma`` get none (``None``), as in HIPS autograd.
+
+scipy.stats distributions are instances (``scipy.stats.norm``) whose methods are shared by all
+distributions (``rv_continuous.logpdf``): the rules are registered with ``types=`` on ``self``
+so that each applies to one distribution only, and with ``params`` naming the shape, ``loc``
+and ``scale`` parameters so that ``norm.logpdf(x, loc=m, scale=s)`` with differentiated ``m``
+or ``s`` works like the positional call.  Other distributions, and frozen ones
+(``norm(m, s).logpdf(x)``), have no rule: irad traces into SciPy's Python code and stops at the
+first C function without a rule.
+"""
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import numpy as np
+
+from ._common import Table, cj, expand_reduced, nones, options, unreduce
+from .registry import when_imported
+
+T = Table(__name__)
+
+special: Any = None
+stats: Any = None
+linalg: Any = None
+signal: Any = None
+
+_HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
+
+
+# ---- scipy.special: elementwise ----------------------------------------------------------------
+
+
+def _load_special() -> None:
+    global special
+    import scipy.special as sp
+    special = sp
+    s = T.scalar
+    s(sp.gamma, lambda x, y: y * sp.digamma(x))
+    s(sp.gammaln, lambda x: sp.digamma(x), note="log of abs(gamma) for negative x")
+    s(sp.rgamma, lambda x, y: -y * sp.digamma(x))
+    s(sp.digamma, lambda x: sp.polygamma(1, x), note="also scipy.special.digamma")
+    s(sp.polygamma, None, lambda n, x: sp.polygamma(n + 1, x), note="n gets no cotangent")
+    s(sp.multigammaln, lambda a, d: np.sum(sp.digamma(np.expand_dims(a, -1) - 0.5 * np.arange(d)), -1),
+      None, note="d is static")
+    s(sp.beta, lambda a, b, y: y * (sp.digamma(a) - sp.digamma(a + b)),
+      lambda a, b, y: y * (sp.digamma(b) - sp.digamma(a + b)))
+    s(sp.betaln, lambda a, b: sp.digamma(a) - sp.digamma(a + b),
+      lambda a, b: sp.digamma(b) - sp.digamma(a + b))
+    s(sp.erf, lambda x: (2.0 / np.sqrt(np.pi)) * np.exp(-x * x))
+    s(sp.erfc, lambda x: (-2.0 / np.sqrt(np.pi)) * np.exp(-x * x))
+    s(sp.erfinv, lambda x, y: (0.5 * np.sqrt(np.pi)) * np.exp(y * y))
+    s(sp.erfcinv, lambda x, y: (-0.5 * np.sqrt(np.pi)) * np.exp(y * y))
+    s(sp.ndtr, lambda x: np.exp(-0.5 * x * x - _HALF_LOG_2PI))
+    s(sp.log_ndtr, lambda x, y: np.exp(-0.5 * x * x - _HALF_LOG_2PI - y))
+    s(sp.ndtri, lambda p, y: np.exp(0.5 * y * y + _HALF_LOG_2PI))
+    s(sp.expit, lambda x, y: y * (1.0 - y))
+    s(sp.logit, lambda x: 1.0 / (x * (1.0 - x)))
+    s(getattr(sp, "log_expit", None), lambda x: sp.expit(-x))
+    s(sp.xlogy, lambda x, y: np.log(y), lambda x, y: x / y, note="x = 0 gives log(y)")
+    s(sp.xlog1py, lambda x, y: np.log1p(y), lambda x, y: x / (1.0 + y))
+    s(sp.i0, lambda x: sp.i1(x))
+    s(sp.i1, lambda x: 0.5 * (sp.i0(x) + sp.iv(2, x)))
+    s(sp.i0e, lambda x, y: sp.i1e(x) - np.sign(x) * y)
+    s(sp.i1e, lambda x, y: 0.5 * (sp.i0e(x) + sp.ive(2, x)) - np.sign(x) * y)
+    s(sp.j0, lambda x: -sp.j1(x))
+    s(sp.j1, lambda x: 0.5 * (sp.j0(x) - sp.jv(2, x)))
+    s(sp.y0, lambda x: -sp.y1(x))
+    s(sp.y1, lambda x: 0.5 * (sp.y0(x) - sp.yv(2, x)))
+    s(sp.iv, None, lambda v, x: 0.5 * (sp.iv(v - 1, x) + sp.iv(v + 1, x)), note="order v: no cotangent")
+    s(sp.ive, None, lambda v, x, y: 0.5 * (sp.ive(v - 1, x) + sp.ive(v + 1, x)) - np.sign(x) * y,
+      note="order v: no cotangent")
+    s(sp.jv, None, lambda v, x: 0.5 * (sp.jv(v - 1, x) - sp.jv(v + 1, x)),
+      note="order v: no cotangent; also scipy.special.jn")
+    s(sp.yv, None, lambda v, x: 0.5 * (sp.yv(v - 1, x) - sp.yv(v + 1, x)), note="order v: no cotangent")
+    s(sp.kv, None, lambda v, x: -0.5 * (sp.kv(v - 1, x) + sp.kv(v + 1, x)), note="order v: no cotangent")
+    T.rule(sp.logsumexp, logsumexp_fwd, logsumexp_pullback, "axis, b (positional or keyword), keepdims",
+           params=("a", ("axis", None), ("b", None)))
+    T.rule(sp.softmax, softmax_fwd, softmax_pullback, "axis")
+    T.rule(sp.log_softmax, log_softmax_fwd, log_softmax_pullback, "axis")
+    T.nograd(sp.gammasgn)
+
+
+# ---- scipy.special: reductions ---------------------------------------------------------------
+
+
+def logsumexp_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("axis", "b", "keepdims", "return_sign"), axis=None, b=None, keepdims=False,
+                return_sign=False)
+    if o["return_sign"]:
+        raise NotImplementedError("irad: scipy.special.logsumexp(return_sign=True) has no rule")
+    y = special.logsumexp(a, *args, **kw)
+    return y, (a, o["b"], y, o["axis"], bool(o["keepdims"]), len(args) >= 2, 1 + len(args))
+
+
+def logsumexp_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """y = log sum(b exp(a)): a gets g b exp(a - y), b gets g exp(a - y)."""
+    a, b, y, axis, keepdims, bpos, n = s
+    shape = np.shape(a) if b is None else np.broadcast_shapes(np.shape(a), np.shape(b))
+    w = np.exp(a - expand_reduced(y, shape, axis, keepdims))
+    ge = unreduce(g, shape, axis, keepdims)
+    out: list[Any] = [ge * w if b is None else ge * w * b] + [None] * (n - 1)
+    if bpos:
+        out[2] = ge * w
+    return tuple(out)
+
+
+def softmax_fwd(x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("axis",), axis=None)
+    y = special.softmax(x, *args, **kw)
+    return y, (y, o["axis"], 1 + len(args))
+
+
+def softmax_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """x gets y (g - sum(g y))."""
+    y, axis, n = s
+    return (y * (g - np.sum(g * y, axis=axis, keepdims=True)),) + nones(n - 1)
+
+
+def log_softmax_fwd(x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("axis",), axis=None)
+    y = special.log_softmax(x, *args, **kw)
+    return y, (y, o["axis"], 1 + len(args))
+
+
+def log_softmax_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """x gets g - exp(y) sum(g)."""
+    y, axis, n = s
+    return (g - np.exp(y) * np.sum(g, axis=axis, keepdims=True),) + nones(n - 1)
+
+
+# ---- scipy.stats -----------------------------------------------------------------------------
+#
+# One fwd per method (it calls the method); the pullback asks the distribution's gradient
+# function for d logpdf / d(x, parameters...) and scales it: logpdf by g, pdf by g * pdf.
+# The state records which distribution, so one pullback serves them all.
+
+
+def _norm_dlogpdf(x: Any, loc: Any, scale: Any) -> tuple[Any, ...]:
+    z = (x - loc) / scale
+    return -z / scale, z / scale, (z * z - 1.0) / scale
+
+
+def _t_dlogpdf(x: Any, df: Any, loc: Any, scale: Any) -> tuple[Any, ...]:
+    z = (x - loc) / scale
+    dz = -(df + 1.0) * z / (df + z * z)
+    ddf = 0.5 * (special.digamma(0.5 * (df + 1.0)) - special.digamma(0.5 * df) - 1.0 / df
+                 - np.log1p(z * z / df) + (df + 1.0) * z * z / (df * (df + z * z)))
+    return dz / scale, ddf, -dz / scale, (-dz * z - 1.0) / scale
+
+
+def _gamma_dlogpdf(x: Any, a: Any, loc: Any, scale: Any) -> tuple[Any, ...]:
+    z = (x - loc) / scale
+    dz = (a - 1.0) / z - 1.0
+    return dz / scale, np.log(z) - special.digamma(a), -dz / scale, (-dz * z - 1.0) / scale
+
+
+def _beta_dlogpdf(x: Any, a: Any, b: Any, loc: Any, scale: Any) -> tuple[Any, ...]:
+    z = (x - loc) / scale
+    dz = (a - 1.0) / z - (b - 1.0) / (1.0 - z)
+    dab = special.digamma(a + b)
+    return (dz / scale, np.log(z) - special.digamma(a) + dab, np.log1p(-z) - special.digamma(b) + dab,
+            -dz / scale, (-dz * z - 1.0) / scale)
+
+
+def _poisson_dlogpmf(k: Any, mu: Any, loc: Any) -> tuple[Any, ...]:
+    return None, (k - loc) / mu - 1.0, None
+
+
+_DLOGPDF = {"norm": _norm_dlogpdf, "t": _t_dlogpdf, "gamma": _gamma_dlogpdf, "beta": _beta_dlogpdf,
+            "poisson": _poisson_dlogpmf}
+_PARAMS = {"norm": (("loc", 0.0), ("scale", 1.0)),
+           "t": (("df",), ("loc", 0.0), ("scale", 1.0)),
+           "gamma": (("a",), ("loc", 0.0), ("scale", 1.0)),
+           "beta": (("a",), ("b",), ("loc", 0.0), ("scale", 1.0)),
+           "poisson": (("mu",), ("loc", 0))}
+
+
+def _dist_args(self: Any, x: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[str, list[Any]]:
+    name = self.name
+    spec = _PARAMS[name]
+    vals = list(args) + [None] * (len(spec) - len(args))
+    for i, p in enumerate(spec):
+        if i >= len(args):
+            vals[i] = kw[p[0]] if p[0] in kw else p[1] if len(p) == 2 else None
+    return name, [x] + vals
+
+
+def logpdf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.logpdf(x, *args, **kw)
+    name, vals = _dist_args(self, x, args, kw)
+    return y, (name, vals, None, 2 + len(args))
+
+
+def pdf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.pdf(x, *args, **kw)
+    name, vals = _dist_args(self, x, args, kw)
+    return y, (name, vals, y, 2 + len(args))
+
+
+def logpmf_fwd(self: Any, k: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.logpmf(k, *args, **kw)
+    name, vals = _dist_args(self, k, args, kw)
+    return y, (name, vals, None, 2 + len(args))
+
+
+def pmf_fwd(self: Any, k: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.pmf(k, *args, **kw)
+    name, vals = _dist_args(self, k, args, kw)
+    return y, (name, vals, y, 2 + len(args))
+
+
+def logpdf_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """logpdf: each argument gets g * d logpdf; pdf (state holds it): g * pdf * d logpdf."""
+    name, vals, p, n = s
+    scale = g if p is None else g * p
+    ds = _DLOGPDF[name](*vals)
+    return (None,) + tuple(None if d is None else scale * d for d in ds)[:n - 1]
+
+
+def _norm_z(self: Any, x: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[list[Any], Any]:
+    _, vals = _dist_args(self, x, args, kw)
+    return vals, (vals[0] - vals[1]) / vals[2]
+
+
+def norm_cdf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.cdf(x, *args, **kw)
+    vals, z = _norm_z(self, x, args, kw)
+    return y, (z, vals[2], -0.5 * z * z - _HALF_LOG_2PI, 2 + len(args))
+
+
+def norm_logcdf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.logcdf(x, *args, **kw)
+    vals, z = _norm_z(self, x, args, kw)
+    return y, (z, vals[2], -0.5 * z * z - _HALF_LOG_2PI - y, 2 + len(args))
+
+
+def norm_sf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.sf(x, *args, **kw)
+    vals, z = _norm_z(self, x, args, kw)
+    return y, (z, -vals[2], -0.5 * z * z - _HALF_LOG_2PI, 2 + len(args))
+
+
+def norm_logsf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.logsf(x, *args, **kw)
+    vals, z = _norm_z(self, x, args, kw)
+    return y, (z, -vals[2], -0.5 * z * z - _HALF_LOG_2PI - y, 2 + len(args))
+
+
+def norm_cdf_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """F(z), z = (x - loc) / scale: dF/dz = exp(logd) (logd: log phi(z), minus log F for
+    logcdf); x gets g dF/dz / scale, loc minus that, scale minus that times z.  sf and logsf
+    store -scale."""
+    z, scale, logd, n = s
+    dx = g * np.exp(logd) / scale
+    return (None, dx, -dx, -dx * z)[:n]
+
+
+def poisson_cdf_fwd(self: Any, k: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.cdf(k, *args, **kw)
+    _, vals = _dist_args(self, k, args, kw)
+    return y, (vals[0], vals[1], vals[2], 2 + len(args))
+
+
+def poisson_cdf_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """d/dmu P(K <= k) = -pmf(floor(k), mu)."""
+    k, mu, loc, n = s
+    kk = np.floor(k) - loc
+    return (None, None, -g * np.exp(kk * np.log(mu) - mu - special.gammaln(kk + 1.0)), None)[:n]
+
+
+def mvn_logpdf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("mean", "cov", "allow_singular"), mean=None, cov=1.0, allow_singular=False)
+    y = self.logpdf(x, *args, **kw)
+    return y, (x, o["mean"], o["cov"], None, 2 + len(args))
+
+
+def mvn_pdf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("mean", "cov", "allow_singular"), mean=None, cov=1.0, allow_singular=False)
+    y = self.pdf(x, *args, **kw)
+    return y, (x, o["mean"], o["cov"], y, 2 + len(args))
+
+
+def mvn_logpdf_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """logpdf = -(d log 2 pi + log det C + r^T C^-1 r) / 2, r = x - mean (rows of x):
+    x gets -g C^-1 r, mean +g C^-1 r, C (read from its lower triangle, as SciPy's eigh does)
+    the lower-triangle image of (C^-1 r r^T C^-1 - C^-1) g / 2; a 0-d or 1-d cov (a multiple
+    of the identity, a diagonal) gets the trace or the diagonal."""
+    x, mean, cov, p, n = s
+    x = np.asarray(x, dtype=float)
+    d = np.shape(mean)[-1] if mean is not None and np.ndim(mean) else (np.shape(x)[-1] if np.ndim(x) else 1)
+    if np.ndim(x) == 0 or (d > 1 and np.ndim(x) == 1 and np.shape(x)[0] != d):
+        raise NotImplementedError("irad: multivariate_normal with scalar observations has no rule")
+    c = cov * np.eye(d) if np.ndim(cov) == 0 else (np.diag(cov) if np.ndim(cov) == 1 else cov)
+    c = np.tril(c) + np.swapaxes(np.tril(c, -1), -1, -2)
+    r = x if mean is None else x - mean
+    ge = g if p is None else g * p
+    sol = np.linalg.solve(c, np.swapaxes(np.reshape(r, (-1, d)), 0, 1))   # (d, m): C^-1 r per column
+    gv = np.reshape(ge, (-1,))
+    gsol = np.reshape(np.swapaxes(sol, 0, 1), np.shape(r)) * np.expand_dims(ge, -1)
+    out: list[Any] = [None, -gsol] + [None] * (n - 2)
+    if n > 2 and mean is not None:
+        out[2] = gsol
+    if n > 3:
+        gs = 0.5 * (np.matmul(sol * gv, np.swapaxes(sol, 0, 1)) - np.sum(gv) * np.linalg.inv(c))
+        if np.ndim(cov) == 0:
+            out[3] = np.trace(gs)
+        elif np.ndim(cov) == 1:
+            out[3] = np.diagonal(gs)
+        else:
+            out[3] = 2.0 * np.tril(gs) - np.eye(d) * gs
+    return tuple(out)
+
+
+def dirichlet_logpdf_fwd(self: Any, x: Any, alpha: Any) -> tuple[Any, Any]:
+    return self.logpdf(x, alpha), (x, alpha, None)
+
+
+def dirichlet_pdf_fwd(self: Any, x: Any, alpha: Any) -> tuple[Any, Any]:
+    y = self.pdf(x, alpha)
+    return y, (x, alpha, y)
+
+
+def dirichlet_logpdf_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """logpdf = gammaln(sum a) - sum gammaln(a) + sum (a - 1) log x over the first axis of x:
+    x gets g (a - 1) / x, alpha gets g (digamma(sum a) - digamma(a) + log x), summed over
+    the observations (x of shape (k, m))."""
+    x, alpha, p = s
+    ge = g if p is None else g * p
+    a = np.reshape(alpha, (-1,) + (1,) * (np.ndim(x) - 1))
+    gx = ge * (a - 1.0) / x
+    ga = ge * (special.digamma(np.sum(alpha)) - special.digamma(a) + np.log(x))
+    if np.ndim(x) > 1:
+        ga = np.sum(ga, axis=tuple(range(1, np.ndim(x))))
+    return None, gx, np.reshape(ga, np.shape(alpha))
+
+
+def _load_stats() -> None:
+    global stats
+    import scipy.special  # noqa: F401  (the pullbacks use scipy.special)
+    import scipy.stats as st
+    stats = st
+    _load_special_if_needed()
+    from scipy.stats._distn_infrastructure import rv_continuous, rv_discrete
+    for name in ("norm", "t", "gamma", "beta"):
+        dist = getattr(st, name)
+        tp = (type(dist),)
+        params = ("self", "x") + _PARAMS[name]
+        T.rule(rv_continuous.logpdf, logpdf_fwd, logpdf_pullback, "parameters get cotangents", types=tp,
+               label=f"scipy.stats.{name}.logpdf", params=params)
+        T.rule(rv_continuous.pdf, pdf_fwd, logpdf_pullback, "parameters get cotangents", types=tp,
+               label=f"scipy.stats.{name}.pdf", params=params)
+    tp = (type(st.norm),)
+    params = ("self", "x") + _PARAMS["norm"]
+    for meth, fwd in (("cdf", norm_cdf_fwd), ("logcdf", norm_logcdf_fwd), ("sf", norm_sf_fwd),
+                      ("logsf", norm_logsf_fwd)):
+        T.rule(getattr(rv_continuous, meth), fwd, norm_cdf_pullback, "loc, scale get cotangents", types=tp,
+               label=f"scipy.stats.norm.{meth}", params=params)
+    tp = (type(st.poisson),)
+    params = ("self", "k") + _PARAMS["poisson"]
+    T.rule(rv_discrete.logpmf, logpmf_fwd, logpdf_pullback, "mu gets a cotangent, k none", types=tp,
+           label="scipy.stats.poisson.logpmf", params=params)
+    T.rule(rv_discrete.pmf, pmf_fwd, logpdf_pullback, "mu gets a cotangent, k none", types=tp,
+           label="scipy.stats.poisson.pmf", params=params)
+    T.rule(rv_discrete.cdf, poisson_cdf_fwd, poisson_cdf_pullback, "mu gets a cotangent, k none", types=tp,
+           label="scipy.stats.poisson.cdf", params=params)
+    mvn = type(st.multivariate_normal)
+    params = ("self", "x", ("mean", None), ("cov", 1.0))
+    T.rule(mvn.logpdf, mvn_logpdf_fwd, mvn_logpdf_pullback, "cov read from its lower triangle",
+           label="scipy.stats.multivariate_normal.logpdf", params=params)
+    T.rule(mvn.pdf, mvn_pdf_fwd, mvn_logpdf_pullback, "cov read from its lower triangle",
+           label="scipy.stats.multivariate_normal.pdf", params=params)
+    dr = type(st.dirichlet)
+    T.rule(dr.logpdf, dirichlet_logpdf_fwd, dirichlet_logpdf_pullback, "x on the simplex",
+           label="scipy.stats.dirichlet.logpdf")
+    T.rule(dr.pdf, dirichlet_pdf_fwd, dirichlet_logpdf_pullback, "x on the simplex",
+           label="scipy.stats.dirichlet.pdf")
+
+
+def _load_special_if_needed() -> None:
+    if special is None:
+        _load_special()
+
+
+# ---- scipy.linalg ----------------------------------------------------------------------------
+
+
+def _H(x: Any) -> Any:
+    return np.swapaxes(cj(x), -1, -2)
+
+
+def _tri(x: Any, lower: bool) -> Any:
+    return np.tril(x) if lower else np.triu(x)
+
+
+def solve_triangular_fwd(a: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("trans", "lower", "unit_diagonal"), trans=0, lower=False, unit_diagonal=False)
+    y = linalg.solve_triangular(a, b, *args, **kw)
+    trans = {0: "N", 1: "T", 2: "C"}.get(o["trans"], o["trans"])
+    return y, (a, y, trans, bool(o["lower"]), bool(o["unit_diagonal"]), 2 + len(args))
+
+
+def solve_triangular_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """x = op(A)^-1 b: b gets op(A)^-H g (the opposite transpose), A the triangle of
+    -(gb x^H), transposed (T) or conjugate-transposed (C) back when op(A) was."""
+    a, x, trans, lower, unit, n = s
+    if trans == "N":     # A x = b: gb = A^-H g
+        gb = linalg.solve_triangular(a, g, trans="C", lower=lower, unit_diagonal=unit)
+    elif trans == "T":   # A^T x = b: gb = conj(A)^-1 g
+        gb = cj(linalg.solve_triangular(a, cj(g), lower=lower, unit_diagonal=unit))
+    else:                # A^H x = b: gb = A^-1 g
+        gb = linalg.solve_triangular(a, g, lower=lower, unit_diagonal=unit)
+    xm = x[:, None] if np.ndim(x) == 1 else x
+    gm = gb[:, None] if np.ndim(gb) == 1 else gb
+    outer = -np.matmul(gm, _H(xm))   # the cotangent of op(A)
+    if trans == "T":
+        outer = np.swapaxes(outer, -1, -2)
+    elif trans == "C":
+        outer = _H(outer)
+    ga = _tri(outer, lower)
+    if unit:
+        ga = ga - np.eye(np.shape(a)[-1]) * ga
+    return (ga, gb) + nones(n - 2)
+
+
+def cho_factor_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("lower",), lower=False)
+    c, low = linalg.cho_factor(a, *args, **kw)
+    lower = bool(o["lower"])
+    fac = np.tril(c) if lower else np.transpose(np.triu(c))
+    return (c, low), (fac, lower, _CHO_KEEPS_OTHER, 1 + len(args))
+
+
+def cho_factor_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """c holds the factor in one triangle: it goes through the Cholesky pullback.  The other
+    triangle holds a's own entries (SciPy < 1.18: their cotangent goes straight to a) or
+    zeros (SciPy >= 1.18)."""
+    from .decomp_rules import cholesky_pullback
+    fac, lower, keeps, n = s
+    gc = g[0]
+    if lower:
+        (ga,) = cholesky_pullback((fac, False), np.tril(gc))
+        return (ga + np.triu(gc, 1) if keeps else ga,) + nones(n - 1)
+    (ga,) = cholesky_pullback((fac, True), np.triu(gc))
+    return (ga + np.tril(gc, -1) if keeps else ga,) + nones(n - 1)
+
+
+def cho_solve_fwd(c_and_lower: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    c, lower = c_and_lower
+    x = linalg.cho_solve(c_and_lower, b, *args, **kw)
+    return x, (c, bool(lower), x, 2 + len(args))
+
+
+def cho_solve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """x = A^-1 b with A = L L^H (lower) or U^H U: b gets A^-1 g, the factor's triangle gets
+    (Abar + Abar^H) L (lower) or U (Abar + Abar^H) (upper), Abar = -gb x^H."""
+    c, lower, x, n = s
+    gb = linalg.cho_solve((c, lower), g)
+    xm = x[:, None] if np.ndim(x) == 1 else x
+    gm = gb[:, None] if np.ndim(gb) == 1 else gb
+    abar = -np.matmul(gm, _H(xm))
+    sym = abar + _H(abar)
+    gc = np.tril(np.matmul(sym, np.tril(c))) if lower else np.triu(np.matmul(np.triu(c), sym))
+    return ((gc, None), gb) + nones(n - 2)
+
+
+def sqrtm_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = linalg.sqrtm(a, *args, **kw)
+    return y, (y, 1 + len(args))
+
+
+def sqrtm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """X X = A: Abar solves X^H Abar + Abar X^H = g (a Sylvester equation)."""
+    y, n = s
+    yh = _H(y)
+    return (linalg.solve_sylvester(yh, yh, g),) + nones(n - 1)
+
+
+def solve_sylvester_fwd(a: Any, b: Any, q: Any) -> tuple[Any, Any]:
+    x = linalg.solve_sylvester(a, b, q)
+    return x, (a, b, x)
+
+
+def solve_sylvester_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """A X + X B = Q: Q gets Qbar solving A^H Qbar + Qbar B^H = g; A gets -Qbar X^H, B -X^H Qbar."""
+    a, b, x = s
+    gq = linalg.solve_sylvester(_H(a), _H(b), g)
+    return -np.matmul(gq, _H(x)), -np.matmul(_H(x), gq), gq
+
+
+def sla_inv_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = linalg.inv(a, *args, **kw)
+    return y, (y, 1 + len(args))
+
+
+def sla_inv_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """d inv(A) = -inv(A) dA inv(A)."""
+    y, n = s
+    yh = _H(y)
+    return (-np.matmul(yh, np.matmul(g, yh)),) + nones(n - 1)
+
+
+def sla_det_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = linalg.det(a, *args, **kw)
+    return y, (a, y, 1 + len(args))
+
+
+def sla_det_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """d det(A) = det(A) tr(inv(A) dA)."""
+    a, y, n = s
+    return (np.expand_dims(g * cj(y), (-2, -1)) * _H(np.linalg.inv(a)),) + nones(n - 1)
+
+
+_CHO_KEEPS_OTHER = True  # does cho_factor leave a's entries in the other triangle? (probed on load)
+
+
+def _load_linalg() -> None:
+    global linalg, _CHO_KEEPS_OTHER
+    import scipy.linalg as sla
+    linalg = sla
+    _CHO_KEEPS_OTHER = bool(sla.cho_factor(np.array([[4.0, 1.0], [1.0, 4.0]]), lower=True)[0][0, 1] != 0)
+    T.rule(sla.solve_triangular, solve_triangular_fwd, solve_triangular_pullback,
+           "trans N/T/C, lower, unit_diagonal; reads one triangle")
+    T.rule(sla.cho_factor, cho_factor_fwd, cho_factor_pullback, "real; the other triangle as SciPy leaves it")
+    T.rule(sla.cho_solve, cho_solve_fwd, cho_solve_pullback, "(c, lower) gets a (cot, None) pair")
+    T.rule(sla.sqrtm, sqrtm_fwd, sqrtm_pullback, "via solve_sylvester")
+    T.rule(sla.solve_sylvester, solve_sylvester_fwd, solve_sylvester_pullback)
+    T.rule(sla.inv, sla_inv_fwd, sla_inv_pullback)
+    T.rule(sla.det, sla_det_fwd, sla_det_pullback, "non-singular matrices")
+
+
+# ---- scipy.signal ----------------------------------------------------------------------------
+
+
+def convolve_fwd(in1: Any, in2: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("mode", "method"), mode="full", method="auto")
+    y = signal.convolve(in1, in2, *args, **kw)
+    return y, (in1, in2, o["mode"], o["method"], 2 + len(args))
+
+
+def convolve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """Embed g in the 'full' output (same and valid are its centred parts), then correlate it
+    with the other input in 'valid' mode: convolve(G, flip(conj(other)), 'valid')."""
+    in1, in2, mode, method, n = s
+    s1, s2 = np.shape(in1), np.shape(in2)
+    full = tuple(a + b - 1 for a, b in zip(s1, s2))
+    if mode != "full":
+        start = [(f - k) // 2 for f, k in zip(full, np.shape(g))]
+        g = np.pad(g, [(st, f - k - st) for st, f, k in zip(start, full, np.shape(g))])
+    g1 = signal.convolve(g, np.flip(cj(in2)), "valid", method)
+    g2 = signal.convolve(g, np.flip(cj(in1)), "valid", method)
+    return (g1, g2) + nones(n - 2)
+
+
+def _load_signal() -> None:
+    global signal
+    import scipy.signal as ss
+    signal = ss
+    T.rule(ss.convolve, convolve_fwd, convolve_pullback, "n-d; modes full, same, valid")
+
+
+def load_all() -> None:
+    """Register every SciPy rule now (imports SciPy): for the docs and the coverage tests."""
+    from .registry import load_pending
+    load_pending(force=True)
+
+
+def _have_scipy() -> bool:
+    try:
+        return importlib.util.find_spec("scipy") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+if _have_scipy():
+    when_imported("scipy.special", _load_special_if_needed)
+    when_imported("scipy.stats", _load_stats)
+    when_imported("scipy.linalg", _load_linalg)
+    when_imported("scipy.signal", _load_signal)
