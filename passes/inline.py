@@ -37,6 +37,20 @@ def _sample(t: Any, rng: np.random.Generator) -> Any:
     raise _Skip(f"no sample for {t}")
 
 
+def _spd_samples(inputs: list[Var], samples: dict[int, Any], rng: np.random.Generator) -> bool:
+    """Replace the samples of square float matrices by symmetric positive definite ones."""
+    changed = False
+    for v in inputs:
+        t = v.type
+        if isinstance(t, ArrayT) and len(t.shape) >= 2 and t.shape[-1] == t.shape[-2] and \
+                np.issubdtype(np.dtype(t.dtype), np.floating):
+            n = t.shape[-1]
+            m = rng.uniform(-0.1, 0.1, t.shape)
+            samples[v.id] = (m + np.swapaxes(m, -1, -2) + n * np.eye(n)).astype(t.dtype)
+            changed = True
+    return changed
+
+
 class _Splicer:
     """Traces a function on sample values and copies its ops into a host graph under new ids."""
 
@@ -195,8 +209,16 @@ def _plan(g: Graph) -> dict[int, Plan]:
         try:
             for a in op.inputs:
                 sample_of(a)
-            ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, samples, op.loc,
-                                                lambda t: dict(enumerate(op.outs[:-1])))
+            try:
+                ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, samples, op.loc,
+                                                    lambda t: dict(enumerate(op.outs[:-1])))
+            except _Skip:
+                # NOTE: some rules need better-conditioned samples (cholesky, inv): retry with
+                # symmetric positive definite matrices; only shapes and dtypes matter to the splice
+                if not _spd_samples(op.inputs, samples, rng):
+                    raise
+                ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, samples, op.loc,
+                                                    lambda t: dict(enumerate(op.outs[:-1])))
             if tree.kind != "tuple" or len(tree.children) != 2:
                 raise _Skip("fwd did not return (y, state)")
             n_y = tree.children[0].num_leaves
@@ -237,8 +259,11 @@ def _plan(g: Graph) -> dict[int, Plan]:
 
 
 def _plain_static(x: Any) -> bool:
-    """Static state that means the same for every input of these shapes (shapes, axes, flags)."""
-    if x is None or x is Ellipsis or isinstance(x, (bool, int, float, complex, str, np.dtype, type, slice)):
+    """State that means the same for every input of these shapes: shapes, axes, flags, and arrays
+    the rule made without reading its inputs (an untraced array cannot depend on them).  Not
+    functions or objects: a closure made during the sample trace holds sample values."""
+    if x is None or x is Ellipsis or isinstance(x, (bool, int, float, complex, str, np.dtype, type, slice,
+                                                     np.ndarray, np.generic)):
         return True
     if isinstance(x, (tuple, list)):
         return all(_plain_static(e) for e in x)
