@@ -20,7 +20,8 @@ from .ir import Graph, Var
 from .lower import lower
 from .pytree import TreeDef, flatten, unflatten
 from .rules import registry
-from .trace import check_deps, trace_values
+from .deps import check_deps
+from .trace import trace_values
 
 RETRACE_WARN_AFTER = 8
 

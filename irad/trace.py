@@ -29,6 +29,7 @@ import numpy as np
 
 from . import hooks
 from .effects import is_impure
+from .deps import LIBRARY_PREFIXES, MISSING, DictRef, Identity
 from .errors import MutationError, UnsupportedError
 from .instrument import GLOBAL_NAMES, INSTRUMENTED, instrument_function
 from .ir import Const, Graph, Loc, Op, Var, const, typeof
@@ -79,60 +80,6 @@ _DATA_SHAPED_ = _by_id(_DATA_SHAPED)
 _TRANSPARENT_ = _by_id(_TRANSPARENT)
 _STRUCTURAL_VIEWS_ = _by_id(_STRUCTURAL_VIEWS)
 _DUNDER_BUILTINS_ = _by_id(DUNDER_BUILTINS)
-
-
-_MISSING = object()
-_LIBRARY_PREFIXES = ("numpy", "math", "builtins", "functools", "operator", "irad", "scipy", "collections",
-                     "itertools", "typing", "abc", "_")
-
-
-class _Identity:
-    """A value compared by identity, hashable whatever it is (an array, a list...)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Identity) and other.value is self.value
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-
-class _DictRef(_Identity):
-    """A namespace dict, compared and hashed by identity."""
-
-
-def check_deps(deps: tuple[tuple[Any, ...], ...]) -> str | None:
-    """None when everything a trace read is unchanged; else what changed (the program is stale)."""
-    for kind, obj, key, expected in deps:
-        if kind == "global":
-            if obj.value.get(key, _MISSING) is not expected.value:
-                return f"global {key!r} was rebound"
-        elif kind == "cell":
-            try:
-                if obj.value.cell_contents is not expected.value:
-                    return "a closure variable was rebound"
-            except ValueError:
-                return "a closure variable was deleted"
-        elif kind == "attr":
-            found = None
-            for klass in obj.__mro__:
-                if key in vars(klass):
-                    found = vars(klass)[key]
-                    break
-            if found is not expected.value:
-                return f"{obj.__qualname__}.{key} was redefined"
-        elif kind == "dispatch":
-            if obj.dispatch(key) is not expected:
-                return f"a new overload of {obj.__qualname__} was registered"
-        elif kind == "plum":
-            from .rules.registry import implementation
-            if implementation(obj, key) is not expected:
-                return "a new plum method was registered"
-    return None
 
 
 def _object_fields(x: Any) -> dict[str, Any] | None:
@@ -210,7 +157,7 @@ class Tracer:
         #: a mutation in flight: (write-backs through the bases, arrays it makes stale, what it is)
         self._pending: dict[int, tuple[list[tuple[Any, ...]], list[np.ndarray], str]] = {}
         self._pyclass: dict[type, bool] = {}
-        #: what the trace read that user code may rebind: (kind, object, key, value); see check_deps
+        #: what the trace read that user code may rebind: (kind, object, key, value); see irad.deps
         self.deps: set[tuple[Any, ...]] = set()
 
     # ---- values ---------------------------------------------------------------------------
@@ -651,7 +598,7 @@ class Tracer:
                 found = vars(klass)[name]
                 break
         if isinstance(found, (types.FunctionType, property, functools.cached_property, staticmethod, classmethod)):
-            self.deps.add(("attr", tp, name, _Identity(found)))
+            self.deps.add(("attr", tp, name, Identity(found)))
         return found
 
     def _dispatch_binary(self, a: Any, b: Any, op: int) -> Any:
@@ -885,9 +832,9 @@ class Tracer:
         to = type(o)
         if to is types.ModuleType:
             v = getattr(o, name)
-            if not o.__name__.startswith(_LIBRARY_PREFIXES) and (
+            if not o.__name__.startswith(LIBRARY_PREFIXES) and (
                     isinstance(v, (np.ndarray, float, int, complex, types.FunctionType))):
-                self.deps.add(("global", _DictRef(vars(o)), name, _Identity(v)))  # `config.scale` may be rebound
+                self.deps.add(("global", DictRef(vars(o)), name, Identity(v)))  # `config.scale` may be rebound
             return v
         if id(o) in self.vars or (to is np.ndarray and name in _VIEW_ATTRS):
             if name in _STATIC_ATTRS:
@@ -970,7 +917,7 @@ class Tracer:
             fn = f.__func__
             if type(fn) is types.FunctionType:
                 owner = f.__self__ if isinstance(f.__self__, type) else type(f.__self__)
-                self.deps.add(("attr", owner, fn.__name__, _Identity(self.dunder(owner, fn.__name__))))
+                self.deps.add(("attr", owner, fn.__name__, Identity(self.dunder(owner, fn.__name__))))
                 return self.call_python(fn, (f.__self__,) + args, kwargs)
             return self.call_prim(f, args, kwargs)
         if tf is functools.partial:
@@ -1019,10 +966,10 @@ class Tracer:
         closure cells (a compiled program checks them before each call, see ``irad.api``)."""
         g = fn.__globals__
         for name in GLOBAL_NAMES.get(id(inst.__code__), ()):
-            self.deps.add(("global", _DictRef(g), name, _Identity(g.get(name, _MISSING))))
+            self.deps.add(("global", DictRef(g), name, Identity(g.get(name, MISSING))))
         for cell in fn.__closure__ or ():
             try:
-                self.deps.add(("cell", _Identity(cell), None, _Identity(cell.cell_contents)))
+                self.deps.add(("cell", Identity(cell), None, Identity(cell.cell_contents)))
             except ValueError:  # an empty cell (a name assigned later)
                 pass
 
