@@ -202,6 +202,10 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
                 c = None
             if c is None:
                 continue
+            if c is NotImplemented:
+                raise GradError(f"{rule.name}: its derivative with respect to positional argument {p[0]} is not "
+                                f"implemented (at {op.loc.long if op.loc else '?'}); do not differentiate with "
+                                "respect to it, or register a rule that computes it")
             out = b.new(c, _hint(v) + "_bar")
             paths.append(p)
             outs.append(out)

@@ -209,3 +209,12 @@ def test_import_without_scipy():
         "assert irad.grad(lambda x: np.sum(np.abs(np.fft.fft(x)) ** 2))(np.ones(4)).shape == (4,)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_bessel_order_is_not_silently_zero():
+    sp = _scipy("scipy.special")
+    x = np.linspace(0.5, 2.0, 4)
+    irad.testing.check_grads(lambda x: sp.jv(1.5, x).sum(), x)  # the argument: fine
+    with pytest.raises(irad.errors.GradError, match=r"scipy.special.jv: its derivative with respect to "
+                                                    r"positional argument 0 is not implemented"):
+        irad.grad(lambda v: sp.jv(v, x).sum())(1.5)

@@ -195,10 +195,11 @@ def scalar_rule(fn: Any, *partials: Callable[..., Any]) -> Rule:
 
     Each partial is ``lambda *args`` or, when it is cheaper in terms of the output,
     ``lambda *args, y`` (one more parameter: the output).  ``None`` marks a non-differentiable
-    argument.  E.g. ``scalar_rule(np.tanh, lambda x, y: 1 - y * y)``.
+    argument (no tangent); ``NotImplemented`` one whose derivative exists but irad does not
+    compute: differentiating with respect to it raises ``GradError`` instead of giving 0.  E.g. ``scalar_rule(np.tanh, lambda x, y: 1 - y * y)``.
     """
     n = len(partials)
-    uses_y = tuple(p is not None and _arity(p) == n + 1 for p in partials)
+    uses_y = tuple(p is not None and p is not NotImplemented and _arity(p) == n + 1 for p in partials)
     base = qualname(fn).replace(".", "_")
     mod = _module_for_generated()
 
@@ -210,8 +211,8 @@ def scalar_rule(fn: Any, *partials: Callable[..., Any]) -> Rule:
         args, y = state
         out = []
         for p, wy in zip(partials, uses_y):
-            if p is None:
-                out.append(None)
+            if p is None or p is NotImplemented:
+                out.append(p)
             else:
                 d = p(*args, y) if wy else p(*args)
                 out.append(ybar * np.conj(d) if np.iscomplexobj(d) else ybar * d)

@@ -7,7 +7,8 @@ looks up a rule after the program has imported ``scipy.special`` (likewise ``sci
 
 scipy.special's functions are numpy ufuncs: their arguments are positional (ufuncs take no
 keyword inputs), so every argument can carry a cotangent.  Orders of Bessel functions and the
-``n`` of ``polygamma`` get none (``None``), as in HIPS autograd.
+``n`` of ``polygamma`` get none: ``n`` is discrete (``None``, no tangent); a Bessel order
+raises ``GradError`` when differentiated (``NotImplemented``), rather than HIPS autograd's silent 0.
 
 scipy.stats distributions are instances (``scipy.stats.norm``) whose methods are shared by all
 distributions (``rv_continuous.logpdf``): the rules are registered with ``types=`` on ``self``
@@ -38,6 +39,10 @@ _HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
 
 
 # ---- scipy.special: elementwise ----------------------------------------------------------------
+
+
+#: Bessel orders: differentiable in principle, not implemented: differentiating w.r.t. one raises
+_ORDER = "order v: GradError if differentiated"
 
 
 def _load_special() -> None:
@@ -76,13 +81,13 @@ def _load_special() -> None:
     s(sp.j1, lambda x: 0.5 * (sp.j0(x) - sp.jv(2, x)))
     s(sp.y0, lambda x: -sp.y1(x))
     s(sp.y1, lambda x: 0.5 * (sp.y0(x) - sp.yv(2, x)))
-    s(sp.iv, None, lambda v, x: 0.5 * (sp.iv(v - 1, x) + sp.iv(v + 1, x)), note="order v: no cotangent")
-    s(sp.ive, None, lambda v, x, y: 0.5 * (sp.ive(v - 1, x) + sp.ive(v + 1, x)) - np.sign(x) * y,
-      note="order v: no cotangent")
-    s(sp.jv, None, lambda v, x: 0.5 * (sp.jv(v - 1, x) - sp.jv(v + 1, x)),
-      note="order v: no cotangent; also scipy.special.jn")
-    s(sp.yv, None, lambda v, x: 0.5 * (sp.yv(v - 1, x) - sp.yv(v + 1, x)), note="order v: no cotangent")
-    s(sp.kv, None, lambda v, x: -0.5 * (sp.kv(v - 1, x) + sp.kv(v + 1, x)), note="order v: no cotangent")
+    s(sp.iv, NotImplemented, lambda v, x: 0.5 * (sp.iv(v - 1, x) + sp.iv(v + 1, x)), note=_ORDER)
+    s(sp.ive, NotImplemented, lambda v, x, y: 0.5 * (sp.ive(v - 1, x) + sp.ive(v + 1, x)) - np.sign(x) * y,
+      note=_ORDER)
+    s(sp.jv, NotImplemented, lambda v, x: 0.5 * (sp.jv(v - 1, x) - sp.jv(v + 1, x)),
+      note=_ORDER + "; also scipy.special.jn")
+    s(sp.yv, NotImplemented, lambda v, x: 0.5 * (sp.yv(v - 1, x) - sp.yv(v + 1, x)), note=_ORDER)
+    s(sp.kv, NotImplemented, lambda v, x: -0.5 * (sp.kv(v - 1, x) + sp.kv(v + 1, x)), note=_ORDER)
     T.rule(sp.logsumexp, logsumexp_fwd, logsumexp_pullback, "axis, b (positional or keyword), keepdims",
            params=("a", ("axis", None), ("b", None)))
     T.rule(sp.softmax, softmax_fwd, softmax_pullback, "axis")
