@@ -1,0 +1,524 @@
+"""Export irad graphs to ONNX: ``irad.onnx.export(f, *args) -> onnx.ModelProto``.
+
+Every op of the (optimised, pullback-inlined) graph maps through one table, ``OPS``: primitive
+name -> a function emitting ONNX nodes.  A graph that cannot be exported raises ``ExportError``
+listing every op that blocks it, with its source line.
+
+This module is ``irad.onnx``; ``import onnx`` below is the real ``onnx`` package (absolute import).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from .errors import IradError
+from .ir import GUARD_PRIMS, ArrayT, Const, Graph, Op, OpaqueT, ScalarT, Type, Var
+
+__all__ = ["ExportError", "export", "export_graph", "OPS", "OPSET", "blockers"]
+
+
+class ExportError(IradError):
+    """A graph holds ops that have no ONNX form; the message lists every one with its source line."""
+
+    def __init__(self, name: str, problems: list[str]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"cannot export {name} to ONNX: {len(problems)} op(s) have no ONNX form:\n{lines}")
+
+
+# the default opset of the installed onnx (onnxruntime 1.32 runs opset 28, onnx 1.23's default)
+OPSET = onnx.defs.onnx_opset_version()
+
+_DT = {
+    "float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,
+    "int64": TensorProto.INT64, "int32": TensorProto.INT32, "int16": TensorProto.INT16, "int8": TensorProto.INT8,
+    "uint8": TensorProto.UINT8, "uint16": TensorProto.UINT16, "uint32": TensorProto.UINT32,
+    "uint64": TensorProto.UINT64, "bool": TensorProto.BOOL,
+}
+_SCALAR_DT = {"float": "float64", "int": "int64", "bool": "bool"}
+
+
+class _Unsupported(Exception):
+    """Raised by a table entry for an argument form it does not map (an index array, say)."""
+
+
+def _dtype(t: Type) -> str:
+    if isinstance(t, ArrayT):
+        if t.dtype not in _DT:
+            raise _Unsupported(f"dtype {t.dtype}")
+        return t.dtype
+    if isinstance(t, ScalarT) and t.kind in _SCALAR_DT:
+        return _SCALAR_DT[t.kind]
+    raise _Unsupported(f"value of type {t}")
+
+
+def _shape(t: Type) -> tuple[int, ...]:
+    return t.shape if isinstance(t, ArrayT) else ()
+
+
+class _Builder:
+    """Accumulates nodes and initializers; names SSA values."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.names: dict[int, str] = {}
+        self.types: dict[str, tuple[str, tuple[int, ...]]] = {}
+        self.const_names: dict[Any, str] = {}
+        self.k = 0
+
+    def fresh(self, base: str = "t") -> str:
+        self.k += 1
+        return f"{base}_{self.k}"
+
+    def node(self, op_type: str, inputs: Sequence[str], n_out: int = 1, out: str | None = None,
+             **attrs: Any) -> str:
+        outs = [out or self.fresh(op_type.lower())] + [self.fresh(op_type.lower()) for _ in range(n_out - 1)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=self.fresh("n_" + op_type), **attrs))
+        return outs[0]
+
+    def array(self, value: Any, dtype: str | None = None) -> str:
+        a = np.asarray(value, dtype=dtype)
+        key = (a.dtype.str, a.shape, a.tobytes())
+        name = self.const_names.get(key)
+        if name is None:
+            name = self.const_names[key] = self.fresh("const")
+            self.inits.append(numpy_helper.from_array(a, name))
+            self.types[name] = (a.dtype.name, a.shape)
+        return name
+
+    def ints(self, values: Sequence[int]) -> str:
+        return self.array(np.asarray(list(values), dtype=np.int64))
+
+    def atom(self, a: Any) -> tuple[str, str, tuple[int, ...]]:
+        """(name, dtype, shape) of an atom."""
+        if isinstance(a, Var):
+            name = self.names[a.id]
+            return (name, *self.types[name])
+        if isinstance(a, Const):
+            v = a.value
+            if isinstance(v, (bool, int, float, np.ndarray, np.generic)) and not isinstance(v, complex):
+                arr = np.asarray(v)
+                if arr.dtype.name not in _DT:
+                    raise _Unsupported(f"constant of dtype {arr.dtype}")
+                name = self.array(arr)
+                return name, arr.dtype.name, arr.shape
+        raise _Unsupported(f"argument {a}")
+
+    def cast(self, a: Any, dtype: str) -> str:
+        name, dt, _ = self.atom(a)
+        if dt == dtype:
+            return name
+        if isinstance(a, Const):
+            return self.array(np.asarray(a.value).astype(dtype))
+        return self.node("Cast", [name], to=_DT[dtype])
+
+
+Emit = Callable[[_Builder, Op, str], None]  # (builder, op, name of op.out)
+OPS: dict[str, Emit] = {}
+
+
+def _reg(*prims: str) -> Callable[[Emit], Emit]:
+    def deco(fn: Emit) -> Emit:
+        for p in prims:
+            OPS[p] = fn
+        return fn
+    return deco
+
+
+def _out_dtype(op: Op) -> str:
+    return _dtype(op.outs[0].type)
+
+
+def _args(op: Op, n: int) -> tuple[Any, ...]:
+    if len(op.args) != n or any(not k.startswith("_") and k not in ("dtype",) for k, _ in op.kwargs):
+        raise _Unsupported(f"{op.prim} with {len(op.args)} arguments and keywords {[k for k, _ in op.kwargs]}")
+    return op.args
+
+
+def _binary(onnx_op: str) -> Emit:
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        x, y = _args(op, 2)
+        dt = _out_dtype(op)
+        b.node(onnx_op, [b.cast(x, dt), b.cast(y, dt)], out=out)
+    return emit
+
+
+for _p, _o in [("add", "Add"), ("sub", "Sub"), ("mul", "Mul"), ("truediv", "Div"), ("pow", "Pow"),
+               ("matmul", "MatMul")]:
+    OPS[f"operator.{_p}"] = _binary(_o)
+for _p, _o in [("add", "Add"), ("subtract", "Sub"), ("multiply", "Mul"), ("divide", "Div"), ("true_divide", "Div"),
+               ("power", "Pow"), ("matmul", "MatMul"), ("maximum", "Max"), ("minimum", "Min"), ("fmax", "Max"),
+               ("fmin", "Min")]:
+    OPS[f"numpy.{_p}"] = _binary(_o)
+
+
+def _dot(b: _Builder, op: Op, out: str) -> None:
+    x, y = _args(op, 2)
+    if len(b.atom(x)[2]) > 2 or len(b.atom(y)[2]) > 2 or not b.atom(x)[2] or not b.atom(y)[2]:
+        raise _Unsupported("numpy.dot of arrays beyond 1-D/2-D")
+    _binary("MatMul")(b, op, out)
+
+
+OPS["numpy.dot"] = _dot
+
+
+def _unary(onnx_op: str) -> Emit:
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        (x,) = _args(op, 1)
+        b.node(onnx_op, [b.cast(x, _out_dtype(op))], out=out)
+    return emit
+
+
+for _p, _o in [("tanh", "Tanh"), ("exp", "Exp"), ("log", "Log"), ("sqrt", "Sqrt"), ("abs", "Abs"),
+               ("absolute", "Abs"), ("sin", "Sin"), ("cos", "Cos"), ("tan", "Tan"), ("negative", "Neg"),
+               ("sinh", "Sinh"), ("cosh", "Cosh"), ("arcsin", "Asin"), ("arccos", "Acos"), ("arctan", "Atan"),
+               ("arcsinh", "Asinh"), ("arccosh", "Acosh"), ("arctanh", "Atanh"), ("sign", "Sign"),
+               ("floor", "Floor"), ("ceil", "Ceil"), ("reciprocal", "Reciprocal")]:
+    OPS[f"numpy.{_p}"] = _unary(_o)
+OPS["operator.neg"] = _unary("Neg")
+OPS["builtins.abs"] = OPS["operator.abs"] = _unary("Abs")
+OPS["numpy.asarray"] = OPS["numpy.array"] = OPS["numpy.ascontiguousarray"] = OPS["operator.pos"] = \
+    OPS["numpy.positive"] = _unary("Identity")
+OPS["numpy.copy"] = _unary("Identity")
+
+
+@_reg("numpy.square")
+def _square(b: _Builder, op: Op, out: str) -> None:
+    (x,) = _args(op, 1)
+    n = b.cast(x, _out_dtype(op))
+    b.node("Mul", [n, n], out=out)
+
+
+@_reg("numpy.log1p")
+def _log1p(b: _Builder, op: Op, out: str) -> None:
+    (x,) = _args(op, 1)
+    dt = _out_dtype(op)
+    b.node("Log", [b.node("Add", [b.cast(x, dt), b.array(1, dt)])], out=out)
+
+
+@_reg("numpy.expm1")
+def _expm1(b: _Builder, op: Op, out: str) -> None:
+    (x,) = _args(op, 1)
+    dt = _out_dtype(op)
+    b.node("Sub", [b.node("Exp", [b.cast(x, dt)]), b.array(1, dt)], out=out)
+
+
+@_reg("numpy.logaddexp")
+def _logaddexp(b: _Builder, op: Op, out: str) -> None:
+    x, y = _args(op, 2)
+    dt = _out_dtype(op)
+    xn, yn = b.cast(x, dt), b.cast(y, dt)
+    m = b.node("Max", [xn, yn])
+    d = b.node("Neg", [b.node("Abs", [b.node("Sub", [xn, yn])])])
+    b.node("Add", [m, b.node("Log", [b.node("Add", [b.array(1, dt), b.node("Exp", [d])])])], out=out)
+
+
+def _compare(onnx_op: str, negate: bool = False) -> Emit:
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        x, y = _args(op, 2)
+        dt = np.result_type(np.dtype(b.atom(x)[1]), np.dtype(b.atom(y)[1])).name
+        r = b.node(onnx_op, [b.cast(x, dt), b.cast(y, dt)], out=None if negate else out)
+        if negate:
+            b.node("Not", [r], out=out)
+    return emit
+
+
+for _p, _np, _o, _neg in [("eq", "equal", "Equal", False), ("ne", "not_equal", "Equal", True),
+                          ("lt", "less", "Less", False), ("le", "less_equal", "LessOrEqual", False),
+                          ("gt", "greater", "Greater", False), ("ge", "greater_equal", "GreaterOrEqual", False)]:
+    OPS[f"operator.{_p}"] = OPS[f"numpy.{_np}"] = _compare(_o, _neg)
+
+
+@_reg("numpy.where")
+def _where(b: _Builder, op: Op, out: str) -> None:
+    c, x, y = _args(op, 3)
+    dt = _out_dtype(op)
+    b.node("Where", [b.cast(c, "bool"), b.cast(x, dt), b.cast(y, dt)], out=out)
+
+
+def _axes(op: Op, rank: int, pos: int = 1) -> list[int] | None:
+    axis = op.kw("axis")
+    if axis is None and len(op.args) > pos:
+        a = op.args[pos]
+        if not isinstance(a, Const):
+            raise _Unsupported("a traced axis")
+        axis = a.value
+    if axis is None:
+        return None
+    axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+    return sorted(int(a) % rank if rank else 0 for a in axes)
+
+
+def _reduce(onnx_op: str) -> Emit:
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        extra = {k for k, _ in op.kwargs if not k.startswith("_")} - {"axis", "keepdims"}
+        if extra or len(op.args) > 2 or (op.kw("keepdims") not in (None, False, True)):
+            raise _Unsupported(f"{op.prim} with {sorted(extra)}")
+        x = op.args[0]
+        dt = _out_dtype(op)
+        _, _, shape = b.atom(x)
+        axes = _axes(op, len(shape))
+        if axes is None:
+            axes = list(range(len(shape)))
+        xn = b.cast(x, dt)
+        if not axes:
+            b.node("Identity", [xn], out=out)
+            return
+        b.node(onnx_op, [xn, b.ints(axes)], out=out, keepdims=1 if op.kw("keepdims") else 0)
+    return emit
+
+
+OPS["numpy.sum"] = _reduce("ReduceSum")
+OPS["numpy.mean"] = _reduce("ReduceMean")
+OPS["numpy.max"] = OPS["numpy.amax"] = _reduce("ReduceMax")
+OPS["numpy.min"] = OPS["numpy.amin"] = _reduce("ReduceMin")
+OPS["numpy.prod"] = _reduce("ReduceProd")
+
+
+@_reg("numpy.transpose")
+def _transpose(b: _Builder, op: Op, out: str) -> None:
+    x = op.args[0]
+    rank = len(b.atom(x)[2])
+    axes = op.kw("axes")
+    if axes is None and len(op.args) > 1:
+        axes = op.args[1].value
+    perm = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
+    b.node("Transpose", [b.atom(x)[0]], out=out, perm=perm)
+
+
+@_reg("numpy.swapaxes")
+def _swapaxes(b: _Builder, op: Op, out: str) -> None:
+    x, a1, a2 = _args(op, 3)
+    rank = len(b.atom(x)[2])
+    perm = list(range(rank))
+    i, j = int(a1.value) % rank, int(a2.value) % rank
+    perm[i], perm[j] = perm[j], perm[i]
+    b.node("Transpose", [b.atom(x)[0]], out=out, perm=perm)
+
+
+def _to_shape(onnx_op: str) -> Emit:
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        x = op.args[0]
+        b.node(onnx_op, [b.cast(x, _out_dtype(op)), b.ints(_shape(op.out.type))], out=out)
+    return emit
+
+
+OPS["numpy.broadcast_to"] = _to_shape("Expand")
+OPS["numpy.reshape"] = OPS["numpy.ravel"] = _to_shape("Reshape")
+OPS["numpy.expand_dims"] = OPS["numpy.squeeze"] = OPS["numpy.atleast_1d"] = OPS["numpy.atleast_2d"] = \
+    _to_shape("Reshape")
+
+
+@_reg("irad.ops.sum_to")
+def _sum_to(b: _Builder, op: Op, out: str) -> None:
+    x = op.args[0]
+    name, _, gshape = b.atom(x)
+    shape = _shape(op.out.type)
+    name = b.cast(x, _out_dtype(op))
+    lead = len(gshape) - len(shape)
+    axes = list(range(max(lead, 0)))
+    if lead >= 0:
+        axes += [lead + i for i, n in enumerate(shape) if n == 1 and gshape[lead + i] != 1]
+    if axes:
+        name = b.node("ReduceSum", [name, b.ints(axes)], keepdims=1)
+    b.node("Expand" if lead < 0 or any(n != 1 and gshape[lead + i] == 1 for i, n in enumerate(shape)) else "Reshape",
+           [name, b.ints(shape)], out=out)
+
+
+@_reg("irad.ops.to_dtype")
+def _to_dtype(b: _Builder, op: Op, out: str) -> None:
+    b.node("Identity", [b.cast(op.args[0], _out_dtype(op))], out=out)
+
+
+_INT64_MIN = -(2 ** 63)
+
+
+@_reg("operator.getitem")
+def _getitem(b: _Builder, op: Op, out: str) -> None:
+    x, idx = _args(op, 2)
+    name, _, shape = b.atom(x)
+    if isinstance(idx, tuple):
+        items = list(idx)
+    else:
+        items = [idx]
+    vals = []
+    for it in items:
+        if not isinstance(it, Const):
+            raise _Unsupported("an index that is a traced value")
+        v = it.value
+        if isinstance(v, tuple):
+            vals.extend(v)
+        else:
+            vals.append(v)
+    for v in vals:
+        if not (v is None or v is Ellipsis or isinstance(v, (slice, int, np.integer))) or isinstance(v, bool):
+            raise _Unsupported(f"index {v!r} (only basic slices, ints, None and ... are exported)")
+    n_real = sum(1 for v in vals if v is not None and v is not Ellipsis)
+    if Ellipsis in vals:
+        i = vals.index(Ellipsis)
+        vals = vals[:i] + [slice(None)] * (len(shape) - n_real) + vals[i + 1:]
+    real = [v for v in vals if v is not None]
+    real += [slice(None)] * (len(shape) - len(real))
+    starts, ends, axes, steps = [], [], [], []
+    for ax, (v, n) in enumerate(zip(real, shape)):
+        if isinstance(v, slice):
+            if v == slice(None):
+                continue
+            s0, s1, st = v.indices(n)
+            if st < 0 and s1 < 0:
+                s1 = _INT64_MIN
+        else:
+            s0 = int(v) % n
+            s1, st = s0 + 1, 1
+        starts.append(s0), ends.append(s1), axes.append(ax), steps.append(st)
+    if axes:
+        name = b.node("Slice", [name, b.ints(starts), b.ints(ends), b.ints(axes), b.ints(steps)])
+    b.node("Reshape", [name, b.ints(_shape(op.out.type))], out=out)
+
+
+# ---- the export -------------------------------------------------------------------------------
+
+
+def _where(op: Op) -> str:
+    return f" at {op.loc}" if op.loc else ""
+
+
+def blockers(g: Graph) -> list[str]:
+    """One line per op of ``g`` that keeps it from exporting (empty: it exports)."""
+    try:
+        export_graph(g)
+    except ExportError as e:
+        return e.problems
+    return []
+
+
+def _value_info(name: str, t: Type) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, _DT[_dtype(t)], list(_shape(t)))
+
+
+def _clean(name: str) -> str:
+    return name or "x"
+
+
+def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None,
+                 name: str | None = None) -> onnx.ModelProto:
+    """An ONNX model computing ``g``; raises ``ExportError`` listing every op it cannot map."""
+    from . import passes as irad_passes
+
+    b = _Builder()
+    problems: list[str] = []
+    closure_lines = iter(irad_passes.not_serialisable(g))
+    input_names = list(input_names) if input_names is not None else \
+        [_clean(v.hint) or f"x{i}" for i, v in enumerate(g.inputs)]
+    seen: set[str] = set()
+    inputs = []
+    for v, nm in zip(g.inputs, input_names):
+        base, k = nm, 1
+        while nm in seen:
+            nm, k = f"{base}_{k}", k + 1
+        seen.add(nm)
+        b.names[v.id] = nm
+        try:
+            inputs.append(_value_info(nm, v.type))
+            b.types[nm] = (_dtype(v.type), _shape(v.type))
+        except _Unsupported as e:
+            problems.append(f"input {nm}: {e} has no ONNX type")
+    for op in g.ops:
+        if op.prim == "call_pullback":
+            problems.append(next(closure_lines, f"call_pullback{_where(op)}: a closure"))
+            continue
+        if op.prim in GUARD_PRIMS:
+            problems.append(f"{op.prim}{_where(op)}: value-dependent control flow (a guard on a traced value) "
+                            "has no static ONNX form")
+            continue
+        emit = OPS.get(op.prim)
+        if emit is None:
+            what = "a named pullback not inlined (run irad.passes.inline_pullbacks)" \
+                if op.prim.startswith(("pullback", "rule_fwd")) else "no ONNX mapping"
+            problems.append(f"{op.prim}{_where(op)}: {what}")
+            continue
+        if len(op.outs) != 1:
+            problems.append(f"{op.prim}{_where(op)}: {len(op.outs)} outputs (only single-output ops are exported)")
+            continue
+        out = op.out
+        nm = (_clean(out.hint) + "_" if out.hint else "v") + str(out.id)
+        try:
+            _dtype(out.type)
+            emit(b, op, nm)
+        except (_Unsupported, KeyError) as e:
+            problems.append(f"{op.prim}{_where(op)}: {e}")
+            continue
+        b.names[out.id] = nm
+        b.types[nm] = (_dtype(out.type), _shape(out.type))
+    if problems:
+        raise ExportError(name or g.name, problems)
+    output_names = list(output_names) if output_names is not None else [f"out{i}" for i in range(len(g.outputs))]
+    outputs = []
+    for a, nm in zip(g.outputs, output_names):
+        try:
+            src, dt, shape = b.atom(a)
+        except _Unsupported as e:
+            raise ExportError(name or g.name, [f"output {nm}: {e}"]) from None
+        want = _dtype(a.type) if isinstance(a, Var) else dt
+        b.node("Identity", [src], out=nm) if want == dt else b.node("Cast", [src], out=nm, to=_DT[want])
+        outputs.append(helper.make_tensor_value_info(nm, _DT[want], list(shape)))
+    graph = helper.make_graph(b.nodes, name or g.name, inputs, outputs, initializer=b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="irad")
+    return model
+
+
+def export(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0, gradient: bool = True,
+           path: str | None = None, **kwargs: Any) -> onnx.ModelProto:
+    """Compile ``f`` at ``args`` with irad and export it to ONNX.
+
+    ``gradient=True``: outputs are the value, then the gradient leaves of each argnum
+    (``grad.params.W1``, ...); ``gradient=False``: the traced forward graph only.  Inputs are the
+    dynamic (non-static) leaves of the arguments in order, named by their pytree paths.
+    """
+    from .api import compile as irad_compile
+    from .trace import trace_values
+
+    fname = getattr(f, "__name__", "f")
+    if gradient:
+        prog = irad_compile(f, *args, argnums=argnums, **kwargs)
+        g = prog.graph
+        names = [f"value{i}" if prog.n_out > 1 else "value" for i in range(prog.n_out)]
+        ins = [_clean(v.hint) or f"x{i}" for i, v in enumerate(prog.forward.inputs)]
+        for a, tree, idx in prog.grad_slots:
+            arg_paths = list(tree.paths(_arg_name(prog.forward, a, args)))
+            for pth, k in zip(arg_paths, idx):
+                if k is not None:
+                    names.append("grad." + pth)
+        model = export_graph(g, ins, names, name=f"{fname}_grad")
+    else:
+        g, _, _ = trace_values(f, args, kwargs)
+        model = export_graph(g, None, [f"out{i}" if len(g.outputs) > 1 else "out" for i in range(len(g.outputs))],
+                             name=fname)
+    onnx.checker.check_model(model, full_check=True)
+    if path is not None:
+        onnx.save(model, path)
+    return model
+
+
+def _arg_name(g: Graph, a: int, args: tuple[Any, ...]) -> str:
+    """The readable name of positional argument ``a``: the common prefix of its input hints."""
+    from .pytree import flatten
+
+    statics = {i for i, _ in g.statics}
+    pos = sum(flatten(x)[1].num_leaves for x in args[:a])
+    n = flatten(args[a])[1].num_leaves
+    k = sum(1 for i in range(pos) if i not in statics)
+    for i in range(pos, pos + n):
+        if i not in statics:
+            hint = g.inputs[k].hint
+            leaves_tree = flatten(args[a])[1]
+            sub = list(leaves_tree.paths(""))[i - pos]
+            if sub and hint.endswith(sub):
+                return hint[: len(hint) - len(sub)].rstrip(".")
+            return hint if not sub else f"arg{a}"
+    return f"arg{a}"
