@@ -429,6 +429,8 @@ def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_name
         except _Unsupported as e:
             problems.append(f"input {nm}: {e} has no ONNX type")
     for op in g.ops:
+        if any(v.id not in b.names for v in op.inputs):
+            continue  # reads the result of an op already reported: not a cause of its own
         if op.prim == "call_pullback":
             problems.append(next(closure_lines, f"call_pullback{_where(op)}: a closure"))
             continue
