@@ -109,12 +109,21 @@ class _Builder:
                 return name, arr.dtype.name, arr.shape
         raise _Unsupported(f"argument {a}")
 
+    def meta(self, a: Any) -> tuple[str, tuple[int, ...]]:
+        """(dtype, shape) of an atom, without adding anything to the model."""
+        if isinstance(a, Var):
+            return self.types[self.names[a.id]]
+        if isinstance(a, Const) and isinstance(a.value, (bool, int, float, np.ndarray, np.generic)):
+            arr = np.asarray(a.value)
+            return arr.dtype.name, arr.shape
+        raise _Unsupported(f"argument {a}")
+
     def cast(self, a: Any, dtype: str) -> str:
+        if isinstance(a, Const) and isinstance(a.value, (bool, int, float, np.ndarray, np.generic)):
+            return self.array(np.asarray(a.value).astype(dtype))
         name, dt, _ = self.atom(a)
         if dt == dtype:
             return name
-        if isinstance(a, Const):
-            return self.array(np.asarray(a.value).astype(dtype))
         return self.node("Cast", [name], to=_DT[dtype])
 
 
@@ -159,7 +168,7 @@ for _p, _o in [("add", "Add"), ("subtract", "Sub"), ("multiply", "Mul"), ("divid
 
 def _dot(b: _Builder, op: Op, out: str) -> None:
     x, y = _args(op, 2)
-    if len(b.atom(x)[2]) > 2 or len(b.atom(y)[2]) > 2 or not b.atom(x)[2] or not b.atom(y)[2]:
+    if len(b.meta(x)[1]) > 2 or len(b.meta(y)[1]) > 2 or not b.meta(x)[1] or not b.meta(y)[1]:
         raise _Unsupported("numpy.dot of arrays beyond 1-D/2-D")
     _binary("MatMul")(b, op, out)
 
@@ -175,9 +184,7 @@ def _unary(onnx_op: str) -> Emit:
 
 
 for _p, _o in [("tanh", "Tanh"), ("exp", "Exp"), ("log", "Log"), ("sqrt", "Sqrt"), ("abs", "Abs"),
-               ("absolute", "Abs"), ("sin", "Sin"), ("cos", "Cos"), ("tan", "Tan"), ("negative", "Neg"),
-               ("sinh", "Sinh"), ("cosh", "Cosh"), ("arcsin", "Asin"), ("arccos", "Acos"), ("arctan", "Atan"),
-               ("arcsinh", "Asinh"), ("arccosh", "Acosh"), ("arctanh", "Atanh"), ("sign", "Sign"),
+               ("absolute", "Abs"), ("sin", "Sin"), ("cos", "Cos"), ("negative", "Neg"), ("sign", "Sign"),
                ("floor", "Floor"), ("ceil", "Ceil"), ("reciprocal", "Reciprocal")]:
     OPS[f"numpy.{_p}"] = _unary(_o)
 OPS["operator.neg"] = _unary("Neg")
@@ -185,6 +192,28 @@ OPS["builtins.abs"] = OPS["operator.abs"] = _unary("Abs")
 OPS["numpy.asarray"] = OPS["numpy.array"] = OPS["numpy.ascontiguousarray"] = OPS["operator.pos"] = \
     OPS["numpy.positive"] = _unary("Identity")
 OPS["numpy.copy"] = _unary("Identity")
+
+
+# onnxruntime has no float64 kernels for Tan, Sinh, Cosh (nor Asin, Acos, Atan, ...: not mapped)
+@_reg("numpy.tan", "math.tan")
+def _tan(b: _Builder, op: Op, out: str) -> None:
+    (x,) = _args(op, 1)
+    n = b.cast(x, _out_dtype(op))
+    b.node("Div", [b.node("Sin", [n]), b.node("Cos", [n])], out=out)
+
+
+def _hyp(sign: str) -> Emit:
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        (x,) = _args(op, 1)
+        dt = _out_dtype(op)
+        n = b.cast(x, dt)
+        e = b.node(sign, [b.node("Exp", [n]), b.node("Exp", [b.node("Neg", [n])])])
+        b.node("Mul", [e, b.array(0.5, dt)], out=out)
+    return emit
+
+
+OPS["numpy.sinh"] = OPS["math.sinh"] = _hyp("Sub")
+OPS["numpy.cosh"] = OPS["math.cosh"] = _hyp("Add")
 
 
 @_reg("numpy.square")
@@ -221,7 +250,7 @@ def _logaddexp(b: _Builder, op: Op, out: str) -> None:
 def _compare(onnx_op: str, negate: bool = False) -> Emit:
     def emit(b: _Builder, op: Op, out: str) -> None:
         x, y = _args(op, 2)
-        dt = np.result_type(np.dtype(b.atom(x)[1]), np.dtype(b.atom(y)[1])).name
+        dt = np.result_type(np.dtype(b.meta(x)[0]), np.dtype(b.meta(y)[0])).name
         r = b.node(onnx_op, [b.cast(x, dt), b.cast(y, dt)], out=None if negate else out)
         if negate:
             b.node("Not", [r], out=out)
@@ -261,7 +290,7 @@ def _reduce(onnx_op: str) -> Emit:
             raise _Unsupported(f"{op.prim} with {sorted(extra)}")
         x = op.args[0]
         dt = _out_dtype(op)
-        _, _, shape = b.atom(x)
+        _, shape = b.meta(x)
         axes = _axes(op, len(shape))
         if axes is None:
             axes = list(range(len(shape)))
@@ -283,7 +312,7 @@ OPS["numpy.prod"] = _reduce("ReduceProd")
 @_reg("numpy.transpose")
 def _transpose(b: _Builder, op: Op, out: str) -> None:
     x = op.args[0]
-    rank = len(b.atom(x)[2])
+    rank = len(b.meta(x)[1])
     axes = op.kw("axes")
     if axes is None and len(op.args) > 1:
         axes = op.args[1].value
@@ -294,7 +323,7 @@ def _transpose(b: _Builder, op: Op, out: str) -> None:
 @_reg("numpy.swapaxes")
 def _swapaxes(b: _Builder, op: Op, out: str) -> None:
     x, a1, a2 = _args(op, 3)
-    rank = len(b.atom(x)[2])
+    rank = len(b.meta(x)[1])
     perm = list(range(rank))
     i, j = int(a1.value) % rank, int(a2.value) % rank
     perm[i], perm[j] = perm[j], perm[i]
@@ -317,7 +346,7 @@ OPS["numpy.expand_dims"] = OPS["numpy.squeeze"] = OPS["numpy.atleast_1d"] = OPS[
 @_reg("irad.ops.sum_to")
 def _sum_to(b: _Builder, op: Op, out: str) -> None:
     x = op.args[0]
-    name, _, gshape = b.atom(x)
+    _, gshape = b.meta(x)
     shape = _shape(op.out.type)
     name = b.cast(x, _out_dtype(op))
     lead = len(gshape) - len(shape)
@@ -355,9 +384,10 @@ def _getitem(b: _Builder, op: Op, out: str) -> None:
             vals.extend(v)
         else:
             vals.append(v)
-    for v in vals:
-        if not (v is None or v is Ellipsis or isinstance(v, (slice, int, np.integer))) or isinstance(v, bool):
-            raise _Unsupported(f"index {v!r} (only basic slices, ints, None and ... are exported)")
+    if any(not (v is None or v is Ellipsis or isinstance(v, (slice, int, np.integer))) or isinstance(v, bool)
+           for v in vals):
+        _gather(b, op, out, name, shape, _const_index(idx))  # a static index array: Gather on flat positions
+        return
     n_real = sum(1 for v in vals if v is not None and v is not Ellipsis)
     if Ellipsis in vals:
         i = vals.index(Ellipsis)
@@ -379,6 +409,144 @@ def _getitem(b: _Builder, op: Op, out: str) -> None:
     if axes:
         name = b.node("Slice", [name, b.ints(starts), b.ints(ends), b.ints(axes), b.ints(steps)])
     b.node("Reshape", [name, b.ints(_shape(op.out.type))], out=out)
+
+
+def _const_index(idx: Any) -> Any:
+    """The static index of a getitem/setitem (a Const or a tuple of Consts); ``_Unsupported`` if traced."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    vals = []
+    for it in items:
+        if not isinstance(it, Const):
+            raise _Unsupported("an index that is a traced value")
+        vals.append(it.value)
+    return tuple(vals) if isinstance(idx, tuple) else vals[0]
+
+
+def _positions(shape: tuple[int, ...], index: Any) -> np.ndarray:
+    """Flat positions of ``a[index]`` in ``a`` (any static index numpy accepts)."""
+    try:
+        return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)[index]
+    except Exception as e:
+        raise _Unsupported(f"index {index!r}: {e}") from None
+
+
+def _gather(b: _Builder, op: Op, out: str, name: str, shape: tuple[int, ...], index: Any) -> None:
+    pos = _positions(shape, index)
+    flat = b.node("Reshape", [name, b.ints([-1])])
+    b.node("Reshape", [b.node("Gather", [flat, b.array(pos.reshape(-1))], axis=0), b.ints(_shape(op.out.type))],
+           out=out)
+
+
+def _scatter(reduction: str | None) -> Emit:
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        a, idx, v = _args(op, 3)
+        dt = _out_dtype(op)
+        _, shape = b.meta(a)
+        pos = _positions(shape, _const_index(idx))
+        if reduction is None and len(np.unique(pos)) != pos.size:
+            raise _Unsupported("an assignment to repeated positions")
+        upd = b.node("Reshape", [b.node("Expand", [b.cast(v, dt), b.ints(pos.shape)]), b.ints([-1])])
+        flat = b.node("Reshape", [b.cast(a, dt), b.ints([-1])])
+        attrs = {"reduction": reduction} if reduction else {}
+        r = b.node("ScatterND", [flat, b.array(pos.reshape(-1, 1)), upd], **attrs)
+        b.node("Reshape", [r, b.ints(shape)], out=out)
+    return emit
+
+
+OPS["irad.ops.setitem"] = _scatter(None)
+OPS["irad.ops.add_at"] = _scatter("add")
+
+
+def _to_out(b: _Builder, op: Op, out: str) -> None:
+    """A cast and/or reshape to the op's output type: float(x), x.astype(...), x.reshape(...), x.copy()."""
+    x = op.args[0]
+    b.node("Reshape", [b.cast(x, _out_dtype(op)), b.ints(_shape(op.out.type))], out=out)
+
+
+for _p in ["builtins.float", "numpy.float64", "numpy.ndarray.copy", "numpy.ndarray.astype", "numpy.ndarray.reshape",
+           "numpy.ndarray.ravel", "numpy.ndarray.flatten", "numpy.ndarray.squeeze", "numpy.real"]:
+    OPS[_p] = _to_out
+for _p, _o in [("exp", "Exp"), ("log", "Log"), ("sin", "Sin"), ("cos", "Cos"), ("sqrt", "Sqrt"),
+               ("tanh", "Tanh"), ("fabs", "Abs")]:
+    OPS[f"math.{_p}"] = _unary(_o)
+OPS["numpy.ndarray.sum"] = OPS["numpy.sum"]
+OPS["numpy.ndarray.mean"] = OPS["numpy.mean"]
+OPS["numpy.ndarray.max"] = OPS["numpy.max"]
+OPS["numpy.ndarray.min"] = OPS["numpy.min"]
+OPS["numpy.ndarray.swapaxes"] = OPS["numpy.swapaxes"]
+OPS["numpy.ndarray.dot"] = OPS["numpy.dot"]
+
+
+@_reg("numpy.linalg.norm")
+def _norm(b: _Builder, op: Op, out: str) -> None:
+    if len(op.args) != 1 or any(not k.startswith("_") for k, _ in op.kwargs):
+        raise _Unsupported("numpy.linalg.norm with ord/axis")
+    x = op.args[0]
+    rank = len(b.meta(x)[1])
+    b.node("ReduceL2", [b.cast(x, _out_dtype(op)), b.ints(list(range(rank)))], out=out, keepdims=0)
+
+
+@_reg("numpy.outer")
+def _outer(b: _Builder, op: Op, out: str) -> None:
+    x, y = _args(op, 2)
+    dt = _out_dtype(op)
+    b.node("Mul", [b.node("Reshape", [b.cast(x, dt), b.ints([-1, 1])]),
+                   b.node("Reshape", [b.cast(y, dt), b.ints([1, -1])])], out=out)
+
+
+def _parts(b: _Builder, op: Op, seq: Any, dt: str, new_axis: int | None) -> list[str]:
+    if not isinstance(seq, (list, tuple)):
+        raise _Unsupported("a sequence argument that is not a literal list")
+    names = []
+    for a in seq:
+        if isinstance(a, (list, tuple)):
+            raise _Unsupported("a nested list")
+        n = b.cast(a, dt)
+        if new_axis is not None:
+            n = b.node("Unsqueeze", [n, b.ints([new_axis])])
+        names.append(n)
+    return names
+
+
+@_reg("numpy.concatenate")
+def _concatenate(b: _Builder, op: Op, out: str) -> None:
+    axis = op.kw("axis", 0) if len(op.args) < 2 else op.args[1].value
+    if axis is None:
+        raise _Unsupported("concatenate(axis=None)")
+    b.node("Concat", _parts(b, op, op.args[0], _out_dtype(op), None), out=out, axis=int(axis))
+
+
+@_reg("numpy.stack")
+def _stack(b: _Builder, op: Op, out: str) -> None:
+    axis = op.kw("axis", 0) if len(op.args) < 2 else op.args[1].value
+    rank = len(_shape(op.out.type))
+    axis = int(axis) % rank
+    b.node("Concat", _parts(b, op, op.args[0], _out_dtype(op), axis), out=out, axis=axis)
+
+
+def _array(b: _Builder, op: Op, out: str) -> None:
+    x = op.args[0]
+    if isinstance(x, (list, tuple)):
+        if any(k for k, _ in op.kwargs if not k.startswith("_") and k != "dtype") or len(op.args) > 1:
+            raise _Unsupported(f"{op.prim} with extra arguments")
+        b.node("Concat", _parts(b, op, x, _out_dtype(op), 0), out=out, axis=0)
+        return
+    _to_out(b, op, out)
+
+
+OPS["numpy.array"] = OPS["numpy.asarray"] = OPS["numpy.asanyarray"] = _array
+
+
+@_reg("numpy.clip", "numpy.ndarray.clip")
+def _clip(b: _Builder, op: Op, out: str) -> None:
+    x, lo, hi = _args(op, 3)
+    dt = _out_dtype(op)
+    r = b.cast(x, dt)
+    if not (isinstance(lo, Const) and lo.value is None):
+        r = b.node("Max", [r, b.cast(lo, dt)])
+    if not (isinstance(hi, Const) and hi.value is None):
+        r = b.node("Min", [r, b.cast(hi, dt)])
+    b.node("Identity", [r], out=out)
 
 
 # ---- the export -------------------------------------------------------------------------------
@@ -440,9 +608,12 @@ def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_name
             continue
         emit = OPS.get(op.prim)
         if emit is None:
-            what = "a named pullback not inlined (run irad.passes.inline_pullbacks)" \
-                if op.prim.startswith(("pullback", "rule_fwd")) else "no ONNX mapping"
-            problems.append(f"{op.prim}{_where(op)}: {what}")
+            prim, what = op.prim, "no ONNX mapping"
+            if op.prim in ("pullback", "rule_fwd"):
+                rule = op.kw("_rule")
+                prim = f"{op.prim}[{getattr(rule, 'name', rule)}]"
+                what = "a rule not inlined into primitive ops (its body was not traced)"
+            problems.append(f"{prim}{_where(op)}: {what}")
             continue
         if len(op.outs) != 1:
             problems.append(f"{op.prim}{_where(op)}: {len(op.outs)} outputs (only single-output ops are exported)")

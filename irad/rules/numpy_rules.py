@@ -389,7 +389,9 @@ def minimum_reduce_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 def _argext_share(x: Any, ykept: Any, axes: tuple[int, ...], where: Any) -> Any:
     """1/k on each of the k elements equal to the reduced value (ties split evenly), else 0."""
-    hit = np.asarray(x == ykept)
+    hit = x == ykept
+    if not isinstance(hit, np.ndarray):
+        hit = np.asarray(hit)
     if where is not True:
         hit = hit & where
     k = np.sum(hit, axis=axes, keepdims=True)
@@ -401,7 +403,8 @@ def max_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
     shape, axis, keep = o["shape"], o["axis"], o["keepdims"]
     ykept = expand_reduced(o["y"], shape, axis, keep)
     share = _argext_share(o["x"], ykept, norm_axes(axis, len(shape)), o["where"])
-    return (unreduce(g, shape, axis, keep) * share,) + nones(o["n"] - 1)
+    # NOTE: share has the input's shape, so g with the reduced axes kept broadcasts to it
+    return (expand_reduced(g, shape, axis, keep) * share,) + nones(o["n"] - 1)
 
 
 def ptp_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
