@@ -1,4 +1,5 @@
-"""The ``irad`` command line: ``irad demo`` and ``irad trace FILE.py:FUNC [--args EXPR]``.
+"""The ``irad`` command line: ``irad demo``, ``irad trace FILE.py:FUNC [--args EXPR]`` and
+``irad export FILE.py:FUNC [--args EXPR] -o MODEL.onnx``.
 
 ``irad`` itself is imported inside the commands, so ``irad --help`` stays fast and works even
 when a later pipeline stage is broken.
@@ -164,6 +165,33 @@ def cmd_trace(ns: argparse.Namespace) -> int:
     return 0
 
 
+# ---- irad export -----------------------------------------------------------------------------
+
+
+def cmd_export(ns: argparse.Namespace) -> int:
+    file, sep, func_name = str(ns.target).rpartition(":")
+    if not sep or not file or not func_name:
+        raise CliError(f"expected FILE.py:FUNC, got {ns.target!r}")
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise CliError("irad export needs the onnx package: pip install 'irad[onnx]'") from None
+    module = load_module(file)
+    func = find_function(module, func_name)
+    args = eval_args(ns.args) if ns.args is not None else example_args_for(module, func_name)
+    nums = eval_args(ns.argnums) if ns.argnums is not None else (0,)
+    argnums: Any = nums[0] if len(nums) == 1 else nums
+
+    import irad.onnx
+
+    model = irad.onnx.export(func, *args, argnums=argnums, gradient=not ns.forward, path=ns.output)
+    g = model.graph
+    print(f"wrote {ns.output}: {len(g.node)} ONNX nodes, opset {model.opset_import[0].version}")
+    print("  inputs:  " + ", ".join(i.name for i in g.input))
+    print("  outputs: " + ", ".join(o.name for o in g.output))
+    return 0
+
+
 # ---- entry point -----------------------------------------------------------------------------
 
 
@@ -185,6 +213,18 @@ def build_parser() -> argparse.ArgumentParser:
                             "argument list, any other value the single argument (e.g. 'np.ones(3), 2.0'). "
                             "Default: the file's FUNC_args() or example_args()")
     trace.set_defaults(func=cmd_trace)
+
+    export = sub.add_parser("export", help="export the gradient program of FILE.py:FUNC to ONNX",
+                            description="Compile FUNC with irad on example arguments and write its gradient "
+                                        "program (value, then gradient) as an ONNX model (needs irad[onnx]).")
+    export.add_argument("target", metavar="FILE.py:FUNC", help="the file and the function in it")
+    export.add_argument("--args", metavar="EXPR", default=None,
+                        help="the arguments, as for irad trace (default: FUNC_args() or example_args())")
+    export.add_argument("--argnums", metavar="EXPR", default=None,
+                        help="which arguments to differentiate: an int or a tuple (default 0)")
+    export.add_argument("--forward", action="store_true", help="export the forward function only, no gradient")
+    export.add_argument("-o", "--output", metavar="MODEL.onnx", required=True, help="where to write the model")
+    export.set_defaults(func=cmd_export)
     return parser
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import gc
 import inspect
 import math
 import operator
@@ -1033,11 +1034,17 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     targs, tkwargs = unflatten(in_tree, new_leaves)
     prev = hooks.STATE.tracer
     hooks.STATE.tracer = t
+    # NOTE: a trace allocates many small objects that all stay alive (values, Vars, Ops): the
+    # cyclic collector would rescan them again and again (it was most of the tracing time)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         result = t.call(f, tuple(targs), dict(tkwargs))
         g = t.graph(tuple(inputs), result, in_tree, tuple(statics))
     finally:
         hooks.STATE.tracer = prev
+        if gc_was_enabled:
+            gc.enable()
     return g, t, result
 
 
