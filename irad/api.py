@@ -246,7 +246,7 @@ class GradFunction:
         self.argnums = argnums
         self.with_value = with_value
         self.passes = passes
-        self.cache: dict[Any, list[tuple[Program, list[int]]]] = {}
+        self.cache: dict[Any, list[tuple[Program, list[int] | None]]] = {}
         self.traces = 0
         self.retraces: dict[Any, int] = {}
         self.__name__ = f"{'value_and_grad' if with_value else 'grad'}({getattr(f, '__name__', 'f')})"
@@ -262,7 +262,7 @@ class GradFunction:
         if progs:
             for k, (prog, dyn_pos) in enumerate(progs):
                 try:
-                    flat = prog.fn(*[leaves[i] for i in dyn_pos])
+                    flat = prog.fn(*leaves) if dyn_pos is None else prog.fn(*[leaves[i] for i in dyn_pos])
                 except GuardError as e:
                     failed.append(prog.guard_locations()[e.args[0]] if e.args and isinstance(e.args[0], int)
                                   and e.args[0] < len(prog.guard_locations()) else str(e))
@@ -290,7 +290,9 @@ class GradFunction:
         prog = _build(self.f, g, tracer.values, args, kwargs, nums, isinstance(self.argnums, int), self.passes,
                       tuple(tracer.deps))
         statics = {i for i, _ in g.statics}
-        dyn_pos = [i for i in range(len(signature(args, kwargs)[1])) if i not in statics]
+        dyn_pos: list[int] | None = [i for i in range(len(signature(args, kwargs)[1])) if i not in statics]
+        if not statics:
+            dyn_pos = None  # every leaf is an input: no gathering on the hot path
         lst = self.cache.setdefault(key, [])
         lst.insert(0, (prog, dyn_pos))
         if failed:
