@@ -2,7 +2,9 @@
 
 Every op of the (optimised, pullback-inlined) graph maps through one table, ``OPS``: primitive
 name -> a function emitting ONNX nodes.  A graph that cannot be exported raises ``ExportError``
-listing every op that blocks it, with its source line.
+listing every op that blocks it, with its source line.  ``load(model) -> Graph`` and
+``load_function(model)`` read such models back (as numpy code irad can differentiate).
+See docs/onnx.md.
 
 This module is ``irad.onnx``; ``import onnx`` below is the real ``onnx`` package (absolute import).
 """
@@ -12,13 +14,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+try:
+    import onnx  # the onnx package (absolute import), not this module
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError(f"irad.onnx needs the onnx package: pip install 'irad[onnx]' ({e})") from e
 
 from .errors import IradError
 from .ir import GUARD_PRIMS, ArrayT, Const, Graph, Op, OpaqueT, ScalarT, Type, Var
 
-__all__ = ["ExportError", "export", "export_graph", "OPS", "OPSET", "blockers"]
+__all__ = ["ExportError", "LoadError", "OPS", "OPSET", "blockers", "export", "export_graph", "load", "load_function", "to_source"]
 
 
 class ExportError(IradError):
@@ -28,6 +33,15 @@ class ExportError(IradError):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"cannot export {name} to ONNX: {len(problems)} op(s) have no ONNX form:\n{lines}")
+
+
+class LoadError(IradError):
+    """An ONNX model holds nodes ``load`` cannot read back; the message lists every one."""
+
+    def __init__(self, name: str, problems: list[str]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"cannot import ONNX model {name}: {len(problems)} node(s) have no numpy form:\n{lines}")
 
 
 # the default opset of the installed onnx (onnxruntime 1.32 runs opset 28, onnx 1.23's default)
@@ -570,7 +584,13 @@ OPS["numpy.array"] = OPS["numpy.asarray"] = OPS["numpy.asanyarray"] = _array
 
 @_reg("numpy.clip", "numpy.ndarray.clip")
 def _clip(b: _Builder, op: Op, out: str) -> None:
-    x, lo, hi = _args(op, 3)
+    kw = {k: v for k, v in op.kwargs if not k.startswith("_")}
+    if set(kw) - {"a_min", "a_max", "min", "max"} or len(op.args) + len(kw) != 3:
+        raise _Unsupported(f"{op.prim} with keywords {sorted(kw)}")
+    pos = list(op.args[1:])
+    lo = pos.pop(0) if pos else kw.get("a_min", kw.get("min"))
+    hi = pos.pop(0) if pos else kw.get("a_max", kw.get("max"))
+    x = op.args[0]
     dt = _out_dtype(op)
     r = b.cast(x, dt)
     if not (isinstance(lo, Const) and lo.value is None):
@@ -580,10 +600,194 @@ def _clip(b: _Builder, op: Op, out: str) -> None:
     b.node("Identity", [r], out=out)
 
 
+def _einsum_eq(b: _Builder, op: Op, out: str, eq: str, operands: Sequence[Any]) -> None:
+    dt = _out_dtype(op)
+    b.node("Einsum", [b.cast(x, dt) for x in operands], out=out, equation=eq)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+@_reg("numpy.einsum")
+def _einsum(b: _Builder, op: Op, out: str) -> None:
+    if not op.args or not isinstance(op.args[0], Const) or not isinstance(op.args[0].value, str) or \
+            any(not k.startswith("_") for k, _ in op.kwargs):
+        raise _Unsupported("numpy.einsum without a literal subscripts string, or with keywords")
+    eq = op.args[0].value.replace(" ", "")
+    if "->" not in eq:  # numpy's implicit output: the letters seen once, in order
+        ins = eq.replace(",", "")
+        eq += "->" + "".join(sorted(c for c in set(ins) if ins.count(c) == 1 and c.isalpha()))
+    _einsum_eq(b, op, out, eq, op.args[1:])
+
+
+@_reg("numpy.trace")
+def _trace(b: _Builder, op: Op, out: str) -> None:
+    x, = _args(op, 1)
+    rank = len(b.meta(x)[1])
+    rest = _LETTERS[1:rank - 1]
+    _einsum_eq(b, op, out, f"aa{rest}->{rest}", [x])
+
+
+@_reg("numpy.inner", "numpy.vdot")
+def _inner(b: _Builder, op: Op, out: str) -> None:
+    x, y = _args(op, 2)
+    rx, ry = len(b.meta(x)[1]), len(b.meta(y)[1])
+    if op.prim == "numpy.vdot":
+        if rx != ry:
+            raise _Unsupported("numpy.vdot of different shapes")
+        sub = _LETTERS[:rx]
+        _einsum_eq(b, op, out, f"{sub},{sub}->", [x, y])
+        return
+    if rx == 0 or ry == 0:
+        _binary("Mul")(b, op, out)
+        return
+    xs, ys = _LETTERS[:rx - 1], _LETTERS[rx - 1:rx + ry - 2]
+    _einsum_eq(b, op, out, f"{xs}z,{ys}z->{xs}{ys}", [x, y])
+
+
+@_reg("numpy.tensordot")
+def _tensordot(b: _Builder, op: Op, out: str) -> None:
+    x, y = op.args[:2]
+    axes = op.kw("axes", 2) if len(op.args) < 3 else op.args[2].value
+    rx, ry = len(b.meta(x)[1]), len(b.meta(y)[1])
+    if isinstance(axes, (int, np.integer)):
+        ax, ay = list(range(rx - int(axes), rx)), list(range(int(axes)))
+    else:
+        ax, ay = ([a] if isinstance(a, (int, np.integer)) else list(a) for a in axes)
+        ax, ay = [a % rx for a in ax], [a % ry for a in ay]
+    xs = list(_LETTERS[:rx])
+    ys = list(_LETTERS[rx:rx + ry])
+    for i, j in zip(ax, ay):
+        ys[j] = xs[i]
+    outs = [c for k, c in enumerate(xs) if k not in ax] + [c for k, c in enumerate(ys) if k not in ay]
+    _einsum_eq(b, op, out, f"{''.join(xs)},{''.join(ys)}->{''.join(outs)}", [x, y])
+
+
+@_reg("numpy.var", "numpy.ndarray.var")
+def _var(b: _Builder, op: Op, out: str) -> None:
+    extra = {k for k, _ in op.kwargs if not k.startswith("_")} - {"axis", "keepdims", "ddof"}
+    if extra or len(op.args) > 2:
+        raise _Unsupported(f"{op.prim} with {sorted(extra)}")
+    x = op.args[0]
+    dt = _out_dtype(op)
+    shape = b.meta(x)[1]
+    axes = _axes(op, len(shape))
+    axes = list(range(len(shape))) if axes is None else axes
+    n = int(np.prod([shape[a] for a in axes])) - int(op.kw("ddof") or 0)
+    xn = b.cast(x, dt)
+    d = b.node("Sub", [xn, b.node("ReduceMean", [xn, b.ints(axes)], keepdims=1)])
+    s = b.node("ReduceSum", [b.node("Mul", [d, d]), b.ints(axes)], keepdims=1 if op.kw("keepdims") else 0)
+    b.node("Div", [s, b.array(n, dt)], out=out)
+
+
+@_reg("numpy.ndarray.transpose")
+def _method_transpose(b: _Builder, op: Op, out: str) -> None:
+    x = op.args[0]
+    rank = len(b.meta(x)[1])
+    rest = [a.value if isinstance(a, Const) else None for a in op.args[1:]]
+    if len(rest) == 1 and isinstance(rest[0], (tuple, list)):
+        rest = list(rest[0])
+    if any(r is None for r in rest):
+        raise _Unsupported("traced axes")
+    perm = list(range(rank))[::-1] if not rest else [int(a) % rank for a in rest]
+    b.node("Transpose", [b.atom(x)[0]], out=out, perm=perm)
+
+
+@_reg("numpy.flip")
+def _flip(b: _Builder, op: Op, out: str) -> None:
+    x = op.args[0]
+    shape = b.meta(x)[1]
+    axes = _axes(op, len(shape))
+    axes = list(range(len(shape))) if axes is None else axes
+    b.node("Slice", [b.atom(x)[0], b.ints([-1] * len(axes)), b.ints([_INT64_MIN] * len(axes)), b.ints(axes),
+                     b.ints([-1] * len(axes))], out=out)
+
+
+def _logical(onnx_op: str) -> Emit:
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        if _out_dtype(op) != "bool":
+            raise _Unsupported(f"{op.prim} on integers (bitwise)")
+        b.node(onnx_op, [b.cast(a, "bool") for a in _args(op, len(op.args))], out=out)
+    return emit
+
+
+OPS["operator.or_"] = OPS["numpy.logical_or"] = _logical("Or")
+OPS["operator.and_"] = OPS["numpy.logical_and"] = _logical("And")
+OPS["operator.invert"] = OPS["numpy.logical_not"] = _logical("Not")
+
+
+@_reg("numpy.hypot", "math.hypot")
+def _hypot(b: _Builder, op: Op, out: str) -> None:
+    x, y = _args(op, 2)
+    dt = _out_dtype(op)
+    xn, yn = b.cast(x, dt), b.cast(y, dt)
+    b.node("Sqrt", [b.node("Add", [b.node("Mul", [xn, xn]), b.node("Mul", [yn, yn])])], out=out)
+
+
+@_reg("numpy.multiply.outer")
+def _mul_outer(b: _Builder, op: Op, out: str) -> None:
+    x, y = _args(op, 2)
+    dt = _out_dtype(op)
+    sx, sy = b.meta(x)[1], b.meta(y)[1]
+    xr = b.node("Reshape", [b.cast(x, dt), b.ints(list(sx) + [1] * len(sy))])
+    b.node("Mul", [xr, b.cast(y, dt)], out=out)
+
+
+@_reg("math.fsum", "math.prod", "builtins.sum")
+def _seq_reduce(b: _Builder, op: Op, out: str) -> None:
+    seq, = _args(op, 1)
+    dt = _out_dtype(op)
+    names = _parts(b, op, seq, dt, None)
+    if not names:
+        raise _Unsupported("an empty sequence")
+    acc = names[0]
+    for n in names[1:]:
+        acc = b.node("Mul" if op.prim == "math.prod" else "Add", [acc, n])
+    b.node("Identity", [acc], out=out)
+
+
+@_reg("numpy.zeros_like", "irad.ops.zeros_like", "numpy.ones_like")
+def _const_like(b: _Builder, op: Op, out: str) -> None:
+    if len(op.args) != 1 or any(not k.startswith("_") for k, _ in op.kwargs):
+        raise _Unsupported(f"{op.prim} with extra arguments")
+    fill = 1 if op.prim == "numpy.ones_like" else 0
+    b.node("Identity", [b.array(np.full(_shape(op.out.type), fill, dtype=_out_dtype(op)))], out=out)
+
+
+@_reg("numpy.vstack", "numpy.hstack")
+def _vhstack(b: _Builder, op: Op, out: str) -> None:
+    seq, = _args(op, 1)
+    if not isinstance(seq, (list, tuple)):
+        raise _Unsupported("a sequence argument that is not a literal list")
+    dt = _out_dtype(op)
+    ranks = [len(b.meta(a)[1]) for a in seq]
+    if op.prim == "numpy.vstack":
+        parts = [b.node("Reshape", [b.cast(a, dt), b.ints([1, -1])]) if r < 2 else b.cast(a, dt)
+                 for a, r in zip(seq, ranks)]
+        b.node("Concat", parts, out=out, axis=0)
+    else:
+        parts = [b.node("Reshape", [b.cast(a, dt), b.ints([1])]) if r == 0 else b.cast(a, dt)
+                 for a, r in zip(seq, ranks)]
+        b.node("Concat", parts, out=out, axis=0 if max(ranks) <= 1 else 1)
+
+
+@_reg("numpy.diff")
+def _diff(b: _Builder, op: Op, out: str) -> None:
+    if len(op.args) != 1 or any(not k.startswith("_") for k, _ in op.kwargs):
+        raise _Unsupported("numpy.diff with n/axis/prepend")
+    x, = op.args
+    shape = b.meta(x)[1]
+    ax, n = len(shape) - 1, shape[-1]
+    xn = b.cast(x, _out_dtype(op))
+    hi = b.node("Slice", [xn, b.ints([1]), b.ints([n]), b.ints([ax])])
+    lo = b.node("Slice", [xn, b.ints([0]), b.ints([n - 1]), b.ints([ax])])
+    b.node("Sub", [hi, lo], out=out)
+
+
 # ---- the export -------------------------------------------------------------------------------
 
 
-def _where(op: Op) -> str:
+def _at(op: Op) -> str:
     return f" at {op.loc}" if op.loc else ""
 
 
@@ -629,10 +833,10 @@ def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_name
             problems.append(f"input {nm}: {e} has no ONNX type")
     for op in g.ops:
         if op.prim == "call_pullback":
-            problems.append(next(closure_lines, f"call_pullback{_where(op)}: a closure"))
+            problems.append(next(closure_lines, f"call_pullback{_at(op)}: a closure"))
             continue
         if op.prim in GUARD_PRIMS:
-            problems.append(f"{op.prim}{_where(op)}: value-dependent control flow (a guard on a traced value) "
+            problems.append(f"{op.prim}{_at(op)}: value-dependent control flow (a guard on a traced value) "
                             "has no static ONNX form")
             continue
         emit = OPS.get(op.prim)
@@ -642,12 +846,12 @@ def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_name
                 rule = op.kw("_rule")
                 prim = f"{op.prim}[{getattr(rule, 'name', rule)}]"
                 what = "a rule not inlined into primitive ops (its body was not traced)"
-            problems.append(f"{prim}{_where(op)}: {what}")
+            problems.append(f"{prim}{_at(op)}: {what}")
             continue
         if any(v.id not in b.names for v in op.inputs):
             continue  # a mapped op reading the result of an op already reported: not a cause of its own
         if len(op.outs) != 1:
-            problems.append(f"{op.prim}{_where(op)}: {len(op.outs)} outputs (only single-output ops are exported)")
+            problems.append(f"{op.prim}{_at(op)}: {len(op.outs)} outputs (only single-output ops are exported)")
             continue
         out = op.out
         nm = (_clean(out.hint) + "_" if out.hint else "v") + str(out.id)
@@ -655,7 +859,7 @@ def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_name
             _dtype(out.type)
             emit(b, op, nm)
         except (_Unsupported, KeyError) as e:
-            problems.append(f"{op.prim}{_where(op)}: {e}")
+            problems.append(f"{op.prim}{_at(op)}: {e}")
             continue
         b.names[out.id] = nm
         b.types[nm] = (_dtype(out.type), _shape(out.type))
@@ -664,6 +868,10 @@ def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_name
     output_names = list(output_names) if output_names is not None else [f"out{i}" for i in range(len(g.outputs))]
     outputs = []
     for a, nm in zip(g.outputs, output_names):
+        base, k = nm, 1
+        while nm in seen or nm in b.types:  # an argument called ``value``, say
+            nm, k = f"{base}_{k}", k + 1
+        seen.add(nm)
         try:
             src, dt, shape = b.atom(a)
         except _Unsupported as e:
@@ -854,6 +1062,10 @@ def to_source(model: "onnx.ModelProto | str") -> tuple[str, dict[str, Any], list
                 else:
                     lines.append(f"    {tmp}[{idx}[:, 0]] = {a[2]}")
                 e = tmp
+            elif op == "Einsum":
+                e = f"np.einsum({attrs['equation'].decode() if isinstance(attrs['equation'], bytes) else attrs['equation']!r}, {', '.join(a)})"
+            elif op in ("Or", "And"):
+                e = f"np.logical_{op.lower()}({a[0]}, {a[1]})"
             elif op == "Concat":
                 e = f"np.concatenate([{', '.join(a)}], axis={int(attrs['axis'])})"
             elif op == "Unsqueeze":
@@ -868,7 +1080,7 @@ def to_source(model: "onnx.ModelProto | str") -> tuple[str, dict[str, Any], list
         out = names[node.output[0]] = _ident(node.output[0], used)
         lines.append(f"    {out} = {e}")
     if problems:
-        raise ExportError(g.name, problems)
+        raise LoadError(g.name, problems)
     outs = [ref(o.name) for o in g.output]
     fname = _ident(g.name or "model", set())
     src = f"def {fname}({', '.join(n for n, _, _ in inputs)}):\n" + "\n".join(lines) + \
