@@ -16,6 +16,7 @@ import numpy as np
 from .. import ops
 from ._common import Table, is_float, labels, nones, options, scatter_labels, struct_cot
 from .numpy_rules import sort_pullback, sort_state
+from ..errors import NoRuleError
 
 T = Table(__name__)
 
@@ -42,7 +43,7 @@ def _seq_getitem_fwd(a: Any, index: Any) -> tuple[Any, Any]:
     picked = range(len(a))[index]
     items = [a[i] for i in picked] if isinstance(picked, range) else [a[picked]]
     if any(isinstance(v, (list, tuple, dict)) for v in items):
-        raise NotImplementedError("irad: indexing a list of lists has no rule")
+        raise NoRuleError("irad: indexing a list of lists has no rule")
     return y, ("seq", len(a), picked, type(a))
 
 
@@ -180,7 +181,7 @@ def _order(a: Any, order: str | None) -> str:
         return "F"
     if order == "A":
         return "C"
-    raise NotImplementedError("irad: order='K' on a non-contiguous array has no rule")
+    raise NoRuleError("irad: order='K' on a non-contiguous array has no rule")
 
 
 def reshape_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -471,7 +472,7 @@ def linspace_fwd(start: Any, stop: Any, *args: Any, **kw: Any) -> tuple[Any, Any
     o = options(args, kw, ("num", "endpoint", "retstep", "dtype", "axis"), num=50,
                 endpoint=True, retstep=False, axis=0)
     if o["retstep"]:
-        raise NotImplementedError("irad: linspace(retstep=True) has no rule")
+        raise NoRuleError("irad: linspace(retstep=True) has no rule")
     y = np.linspace(start, stop, *args, **kw)
     t = np.linspace(0.0, 1.0, o["num"], endpoint=o["endpoint"])
     return y, (t, o["axis"] % np.ndim(y), 2 + len(args))

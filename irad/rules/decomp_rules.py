@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ._common import Table, nones, norm_axes
+from ..errors import NoRuleError
 
 T = Table(__name__)
 
@@ -45,7 +46,7 @@ def _inv_gaps(w: Any) -> Any:
 
 def _real_only(a: Any, name: str) -> None:
     if np.iscomplexobj(a):
-        raise NotImplementedError(f"irad: the rule for numpy.linalg.{name} is for real matrices")
+        raise NoRuleError(f"irad: the rule for numpy.linalg.{name} is for real matrices")
 
 
 # ---- symmetric eigenproblems and cholesky ----------------------------------------------------
@@ -138,7 +139,7 @@ def svd_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o.update(zip(names, args))
     o.update(kw)
     if o["hermitian"]:
-        raise NotImplementedError("irad: svd(hermitian=True) has no rule")
+        raise NoRuleError("irad: svd(hermitian=True) has no rule")
     y = np.linalg.svd(a, *args, **kw)
     if not o["compute_uv"]:
         u, s, vh = np.linalg.svd(a, full_matrices=False)
@@ -193,7 +194,7 @@ def qr_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     mode = args[0] if args else kw.get("mode", "reduced")
     m, n = np.shape(a)[-2], np.shape(a)[-1]
     if mode not in ("reduced", "r", "complete") or (mode == "complete" and m > n):
-        raise NotImplementedError(f"irad: qr(mode={mode!r}) has no rule for a {m}x{n} matrix "
+        raise NoRuleError(f"irad: qr(mode={mode!r}) has no rule for a {m}x{n} matrix "
                                   "(supported: 'reduced', 'r', and 'complete' when m <= n)")
     y = np.linalg.qr(a, *args, **kw)
     q, r = np.linalg.qr(a) if mode == "r" else y

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import ops
 from ._common import Table, is_float, labels, nones, options, scatter_labels
+from ..errors import NoRuleError
 
 T = Table(__name__)
 
@@ -266,7 +267,7 @@ _PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 def pad_fwd(array: Any, pad_width: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     mode = args[0] if args else kw.get("mode", "constant")
     if not isinstance(mode, str) or mode not in _PAD_MODES or kw.get("reflect_type", "even") != "even":
-        raise NotImplementedError(f"irad: np.pad(mode={mode!r}) has no rule; "
+        raise NoRuleError(f"irad: np.pad(mode={mode!r}) has no rule; "
                                   f"supported modes: {', '.join(_PAD_MODES)}")
     y = np.pad(array, pad_width, *args, **kw)
     shape = np.shape(array)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ._common import Table, cj, nones
+from ..errors import NoRuleError
 
 T = Table(__name__)
 
@@ -29,7 +30,7 @@ def _H(x: Any) -> Any:
 
 def matmul_fwd(a: Any, b: Any, **kw: Any) -> tuple[Any, Any]:
     if kw.keys() - {"dtype", "casting", "order"}:
-        raise NotImplementedError("irad: matmul(axes=..., out=...) has no rule")
+        raise NoRuleError("irad: matmul(axes=..., out=...) has no rule")
     return np.matmul(a, b, **kw), (a, b)
 
 
@@ -94,7 +95,7 @@ def vdot_pullback(s: Any, g: Any) -> tuple[Any, Any]:
 
 def _vecdot_fwd(fn: Any, a: Any, b: Any, kw: dict[str, Any]) -> tuple[Any, Any]:
     if "axes" in kw or "out" in kw:
-        raise NotImplementedError("irad: vecdot(axes=..., out=...) has no rule")
+        raise NoRuleError("irad: vecdot(axes=..., out=...) has no rule")
     return fn(a, b, **kw), (a, b, kw.get("axis", -1))
 
 
@@ -201,15 +202,15 @@ def kron_pullback(s: Any, g: Any) -> tuple[Any, Any]:
 
 def cross_fwd(a: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     if args or kw.keys() - {"axis"} or kw.get("axis", -1) not in (-1, None):
-        raise NotImplementedError("irad: cross with axis arguments has no rule (vectors on the last axis only)")
+        raise NoRuleError("irad: cross with axis arguments has no rule (vectors on the last axis only)")
     if np.shape(a)[-1] != 3 or np.shape(b)[-1] != 3:
-        raise NotImplementedError("irad: cross of 2-vectors has no rule")
+        raise NoRuleError("irad: cross of 2-vectors has no rule")
     return np.cross(a, b, *args, **kw), (a, b)
 
 
 def linalg_cross_fwd(a: Any, b: Any, **kw: Any) -> tuple[Any, Any]:
     if kw.get("axis", -1) != -1:
-        raise NotImplementedError("irad: linalg.cross(axis=...) has no rule")
+        raise NoRuleError("irad: linalg.cross(axis=...) has no rule")
     return np.linalg.cross(a, b), (a, b)
 
 
@@ -308,9 +309,9 @@ def _parse_einsum(subscripts: str, operands: tuple[Any, ...]) -> tuple[list[str]
 
 def einsum_fwd(*args: Any, **kw: Any) -> tuple[Any, Any]:
     if not isinstance(args[0], str):
-        raise NotImplementedError("irad: einsum's sublist form has no rule; use a subscripts string")
+        raise NoRuleError("irad: einsum's sublist form has no rule; use a subscripts string")
     if kw.get("out") is not None:
-        raise NotImplementedError("irad: einsum(out=...) has no rule")
+        raise NoRuleError("irad: einsum(out=...) has no rule")
     operands = args[1:]
     ins, out = _parse_einsum(args[0], operands)
     return np.einsum(*args, **kw), (ins, out, operands, kw.get("optimize", False))
@@ -465,7 +466,7 @@ def solve_pullback(s: Any, g: Any) -> tuple[Any, Any]:
 
 def pinv_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     if kw.get("hermitian") or (len(args) > 1 and args[1]):
-        raise NotImplementedError("irad: pinv(hermitian=True) has no rule")
+        raise NoRuleError("irad: pinv(hermitian=True) has no rule")
     y = np.linalg.pinv(a, *args, **kw)
     return y, (a, y, 1 + len(args))
 

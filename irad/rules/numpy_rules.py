@@ -15,6 +15,7 @@ from ._common import (Table, bincount, cj, count, expand_reduced, nones, norm_ax
                       unreduce)
 from .python_rules import (add_pullback, identity_pullback, mul_pullback, neg_pullback,
                            pow_pullback, sub_pullback, truediv_pullback)
+from ..errors import NoRuleError
 
 T = Table(__name__)
 
@@ -251,7 +252,7 @@ _VAR = ("axis", "dtype", "out", "ddof", "keepdims")
 
 def _no_out(o: dict[str, Any]) -> None:
     if o.get("out") is not None:
-        raise NotImplementedError("irad: out= is not supported inside a differentiated function")
+        raise NoRuleError("irad: out= is not supported inside a differentiated function")
 
 
 def _reduce_state(a: Any, args: tuple[Any, ...], kw: dict[str, Any], names: tuple[str, ...],
@@ -307,7 +308,7 @@ def mean_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
 
 def _var_state(a: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
     if kw.get("where", True) is not True or kw.get("mean") is not None:
-        raise NotImplementedError("irad: var/std with where= or mean= has no rule")
+        raise NoRuleError("irad: var/std with where= or mean= has no rule")
     o = _reduce_state(a, args, kw, _VAR)
     if o.get("correction") is not None:
         o["ddof"] = o["correction"]
@@ -568,7 +569,7 @@ def sort_state(a: Any, y: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> dic
     """The permutation ``sort`` applied (a stable argsort) and the sorted values (for ties)."""
     o = options(args, kw, ("axis", "kind", "order"), axis=-1)
     if o.get("order") is not None:
-        raise NotImplementedError("irad: sort(order=...) of structured arrays has no rule")
+        raise NoRuleError("irad: sort(order=...) of structured arrays has no rule")
     axis = o["axis"]
     flat = np.ravel(a) if axis is None else a
     perm = np.argsort(flat, axis=-1 if axis is None else axis, kind="stable")
@@ -609,7 +610,7 @@ def unique_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = np.unique(a, *args, **kw)
     o = options(args, kw, ("return_index", "return_inverse", "return_counts", "axis"), axis=None)
     if o["axis"] is not None or o.get("sorted", True) is not True:
-        raise NotImplementedError("irad: np.unique(axis=..., sorted=False) has no rule")
+        raise NoRuleError("irad: np.unique(axis=..., sorted=False) has no rule")
     _, inv, cnt = np.unique(a, return_inverse=True, return_counts=True)
     return y, (np.reshape(inv, np.shape(a)), cnt, isinstance(y, tuple), 1 + len(args))
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ._common import Table, cj, is_float
+from ..errors import NoRuleError
 
 T = Table(__name__)
 
@@ -155,7 +156,7 @@ def float_fwd(x: Any) -> tuple[Any, Any]:
 
 def complex_fwd(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
     if kwargs:
-        raise NotImplementedError("irad: complex(real=..., imag=...) with keywords has no rule")
+        raise NoRuleError("irad: complex(real=..., imag=...) with keywords has no rule")
     return complex(*args), len(args)
 
 
@@ -181,7 +182,7 @@ def _minmax_fwd(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
     (seq,) = args
     if isinstance(seq, np.ndarray):
         if seq.ndim != 1:
-            raise NotImplementedError("irad: builtins.max/min over an array needs a 1-d array")
+            raise NoRuleError("irad: builtins.max/min over an array needs a 1-d array")
         i = int(np.argmax(seq) if fn is builtins.max else np.argmin(seq))
         return y, ("array", seq.shape[0], i, None)
     items = list(seq)
@@ -209,7 +210,7 @@ def minmax_pullback(s: Any, g: Any) -> tuple[Any, ...]:
 
 def pow3_fwd(*args: Any) -> tuple[Any, Any]:
     if len(args) != 2:
-        raise NotImplementedError("irad: pow(x, y, mod) is integer-only")
+        raise NoRuleError("irad: pow(x, y, mod) is integer-only")
     return pow_fwd(*args)
 
 

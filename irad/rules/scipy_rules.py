@@ -27,6 +27,7 @@ import numpy as np
 
 from ._common import Table, cj, expand_reduced, nones, options, unreduce
 from .registry import when_imported
+from ..errors import NoRuleError
 
 T = Table(__name__)
 
@@ -102,7 +103,7 @@ def logsumexp_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("axis", "b", "keepdims", "return_sign"), axis=None, b=None, keepdims=False,
                 return_sign=False)
     if o["return_sign"]:
-        raise NotImplementedError("irad: scipy.special.logsumexp(return_sign=True) has no rule")
+        raise NoRuleError("irad: scipy.special.logsumexp(return_sign=True) has no rule")
     y = special.logsumexp(a, *args, **kw)
     return y, (a, o["b"], y, o["axis"], bool(o["keepdims"]), len(args) >= 2, 1 + len(args))
 
@@ -304,7 +305,7 @@ def mvn_logpdf_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     x = np.asarray(x, dtype=float)
     d = np.shape(mean)[-1] if mean is not None and np.ndim(mean) else (np.shape(x)[-1] if np.ndim(x) else 1)
     if np.ndim(x) == 0 or (d > 1 and np.ndim(x) == 1 and np.shape(x)[0] != d):
-        raise NotImplementedError("irad: multivariate_normal with scalar observations has no rule")
+        raise NoRuleError("irad: multivariate_normal with scalar observations has no rule")
     c = cov * np.eye(d) if np.ndim(cov) == 0 else (np.diag(cov) if np.ndim(cov) == 1 else cov)
     c = np.tril(c) + np.swapaxes(np.tril(c, -1), -1, -2)
     r = x if mean is None else x - mean

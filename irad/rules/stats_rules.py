@@ -11,6 +11,7 @@ import numpy as np
 
 from ._common import Table, nones, norm_axes, options, unreduce
 from .numpy_rules import _tie_mean
+from ..errors import NoRuleError
 
 T = Table(__name__)
 
@@ -59,7 +60,7 @@ def median_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("axis", "out", "overwrite_input", "keepdims"), axis=None, keepdims=False)
     axis = o["axis"]
     if isinstance(axis, (tuple, list)):
-        raise NotImplementedError("irad: median over several axes has no rule")
+        raise NoRuleError("irad: median over several axes has no rule")
     y = np.median(a, *args, **kw)
     x = np.ravel(a) if axis is None else np.asarray(a)
     ax = 0 if axis is None else axis % x.ndim
