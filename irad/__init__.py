@@ -16,3 +16,11 @@ __all__ = ["Const", "Graph", "GuardError", "IradError", "NoRuleError", "Op", "Pr
            "passes", "rrule", "rules", "scalar_rule", "testing", "trace", "value_and_grad", "verify", "vjp"]
 
 from . import passes  # noqa: E402  (installed from the top-level passes/ folder)
+
+
+def __getattr__(name: str) -> object:
+    """``irad.onnx`` on first use: it needs the optional ``onnx`` package (``pip install 'irad[onnx]'``)."""
+    if name == "onnx":
+        import importlib
+        return importlib.import_module("irad.onnx")
+    raise AttributeError(f"module 'irad' has no attribute {name!r}")

@@ -237,3 +237,12 @@ def test_cli_export(tmp_path, capsys):
     assert main(["export", f"{bad}:f", "--args", "np.ones(3)", "-o", str(tmp_path / "b.onnx")]) == 1
     err = capsys.readouterr().err
     assert "ExportError" in err and "numpy.sort at bad.py:4: no ONNX mapping" in err
+
+
+def test_irad_onnx_is_available_after_a_plain_import():
+    import subprocess
+    import sys
+    code = "import irad; print(callable(irad.onnx.export), callable(irad.onnx.load))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True True"
