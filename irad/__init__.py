@@ -5,17 +5,15 @@ Public surface (a short re-export; each name lives in the module of its pipeline
 from . import errors, rules
 from .errors import GuardError, IradError, NoRuleError, TraceError, UnsupportedError, VerifyError
 from .ir import Const, Graph, Op, Var, verify
-from .rules import defrule
-from .rules import has_rule, non_differentiable, opt_out, rrule, scalar_rule
+from .rules import defrule, has_rule, non_differentiable, opt_out, rrule, scalar_rule
 from .trace import trace
 from .api import Program, compile, grad, value_and_grad, vjp
-from . import testing  # noqa: E402  (irad.testing.check_grads / check_rule)
+from . import passes, testing  # passes/ is installed as irad.passes
 
 __all__ = ["Const", "Graph", "GuardError", "IradError", "NoRuleError", "Op", "Program", "TraceError",
-           "UnsupportedError", "Var", "VerifyError", "compile", "defrule", "errors", "grad", "has_rule", "non_differentiable", "opt_out",
-           "passes", "rrule", "rules", "scalar_rule", "testing", "trace", "value_and_grad", "verify", "vjp"]
-
-from . import passes  # noqa: E402  (installed from the top-level passes/ folder)
+           "UnsupportedError", "Var", "VerifyError", "compile", "defrule", "errors", "grad", "has_rule",
+           "non_differentiable", "opt_out", "passes", "rrule", "rules", "scalar_rule", "testing", "trace",
+           "value_and_grad", "verify", "vjp"]
 
 
 def __getattr__(name: str) -> object:

@@ -117,12 +117,10 @@ class Program:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         _, leaves = signature(args, kwargs)
-        dyn = [x for i, x in enumerate(leaves) if i not in self._static_positions]
-        return self.unpack(self.fn(*dyn))
-
-    @property
-    def _static_positions(self) -> set[int]:
-        return {i for i, _ in self.forward.statics}
+        if not self.forward.statics:
+            return self.unpack(self.fn(*leaves))
+        statics = {i for i, _ in self.forward.statics}  # NOTE: once per call, not once per leaf
+        return self.unpack(self.fn(*[x for i, x in enumerate(leaves) if i not in statics]))
 
     def unpack(self, flat: Sequence[Any]) -> tuple[Any, Any]:
         builders = self._builders

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import pytree
+from .gradcheck import check_grads  # whole-function checks, orders 1 and 2
 from .ops import sum_to
 from .rules import lookup, qualname
 from .rules.registry import Rule
@@ -333,9 +334,5 @@ def _pair(c: Any, w: Any) -> Any:
         return total
     return np.real(np.sum(np.conj(w) * c))
 
-
-# ---- whole-function checks (check_grads) ----
-# Implemented in irad/gradcheck.py (random-direction VJP test against central differences, orders 1 and 2).
-from .gradcheck import check_grads  # noqa: E402
 
 __all__ = ["check_grads", "check_rule"]
