@@ -138,6 +138,7 @@ class Tracer(ViewTracking):
         #: a mutation in flight: (write-backs through the bases, arrays it makes stale, what it is)
         self._pending: dict[int, tuple[list[tuple[Any, ...]], list[np.ndarray], str]] = {}
         self._pyclass: dict[type, bool] = {}
+        self._boxed: set[int] = set()  # id() of the 0-d arrays that stand for np.bool_ results
         #: what the trace read that user code may rebind: (kind, object, key, value); see irad.deps
         self.deps: set[tuple[Any, ...]] = set()
 
@@ -289,6 +290,18 @@ class Tracer(ViewTracking):
             if isinstance(result, np.ndarray) and result.base is not None:
                 self._note_view(result, fn, args, kwargs)
             return result
+        if type(result) is np.bool_:
+            # NOTE: np.True_/np.False_ are singletons that identity cannot track; user code gets
+            # a fresh read-only 0-d bool array instead, typed as the np.bool_ the program will
+            # compute, so that ``np.where(s > 0, ...)`` on a scalar ``s`` stays data and only a
+            # truth test (``if s > 0:``) guards.  ``m |= ...`` on it rebinds, as on np.bool_.
+            box = np.array(result)
+            box.flags.writeable = False
+            v = self.new_var(result)
+            self.emit(fn, a_args, a_kwargs, (v,))
+            self.track(box, v)
+            self._boxed.add(id(box))
+            return box
         if isinstance(result, (bool, int, np.bool_)):
             v = self.new_var(result)
             self.emit(fn, a_args, a_kwargs, (v,))
@@ -353,6 +366,9 @@ class Tracer(ViewTracking):
 
     def truth(self, v: Any) -> None:
         """``bool(v)`` of a traced value decides control flow: guard on it."""
+        if id(v) in self._boxed:  # a comparison result: guard on it directly
+            self._guard(self.atom(v), bool(v))
+            return
         self.record(builtins.bool, (v,), {}, bool(v))
 
     def truth_value(self, v: Any) -> bool:
@@ -437,6 +453,9 @@ class Tracer(ViewTracking):
     def _binop_native(self, a: Any, b: Any, op: int) -> Any:
         vars_ = self.vars
         inplace_array = op >= hooks.N_BINOPS and isinstance(a, np.ndarray)
+        if inplace_array and id(a) in self._boxed:  # a boxed np.bool_ (see record): not in place
+            op -= hooks.N_BINOPS
+            inplace_array = False
         if id(a) not in vars_ and id(b) not in vars_ and not (self._seen(a) | self._seen(b)):
             if op == _MOD and type(a) in (str, bytes) and self.deep_tracked(b):  # "%.3f %s" % (x, y)
                 return self.record(operator.mod, (a, b), {}, a % b)
@@ -1015,16 +1034,17 @@ def _arg_hints(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, A
     return hints
 
 
-def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) \
-        -> tuple[Graph, Tracer, Any]:
-    """Trace one call of ``f``.  Returns the graph, the tracer (trace-time values) and f's result."""
+def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 constant: frozenset[int] = frozenset()) -> tuple[Graph, Tracer, Any]:
+    """Trace one call of ``f``.  Returns the graph, the tracer (trace-time values) and f's result.
+    Leaves at the flat positions in ``constant`` are not inputs but constants of the graph."""
     name = getattr(f, "__name__", type(f).__name__)
     t = Tracer(name)
     leaves, in_tree = flatten((args, kwargs))
     hints = _arg_hints(f, args, kwargs)
     new_leaves, inputs, statics = [], [], []
     for i, x in enumerate(leaves):
-        if trackable(x):
+        if trackable(x) and i not in constant:
             y, v = t.input(x, hints[i] if i < len(hints) else f"x{i}")
             new_leaves.append(y)
             inputs.append(v)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from irad.ir import ArrayT, Const, Graph, Loc, Op, ScalarT, Var, const, map_atoms
+from irad.ir import GUARD_PRIMS, ArrayT, Const, Graph, Loc, Op, ScalarT, Var, const, map_atoms
 from irad.pytree import TreeDef, flatten
 
 
@@ -25,8 +25,8 @@ def _sample(t: Any, rng: np.random.Generator) -> Any:
         dt = np.dtype(t.dtype)
         if np.issubdtype(dt, np.floating) or np.issubdtype(dt, np.complexfloating):
             a = rng.uniform(0.5, 1.5, t.shape).astype(dt)
-        elif dt == np.bool_:
-            a = rng.integers(0, 2, t.shape).astype(bool)
+        elif dt == np.bool_:  # NOTE: kept 0-d, never np.bool_: the tracer cannot track a singleton
+            return rng.integers(0, 2, t.shape).astype(bool)
         elif np.issubdtype(dt, np.integer):
             a = rng.integers(0, 2, t.shape).astype(dt)
         else:
@@ -75,18 +75,22 @@ class _Splicer:
         s_kwargs = {k: map_atoms(a, sval) for k, a in host_kwargs.items()}
         host_leaves = flatten((tuple(map_atoms(a, hleaf) for a in host_args),
                                {k: map_atoms(a, hleaf) for k, a in host_kwargs.items()}))[0]
+        constant = frozenset(i for i, leaf in enumerate(host_leaves) if not isinstance(leaf, Var))
         with np.errstate(all="ignore"):
             try:
-                g, tracer, _ = trace_values(fn, s_args, s_kwargs)
+                g, tracer, _ = trace_values(fn, s_args, s_kwargs, constant)
             except Exception as e:  # the body cannot run on sample values: keep the call
                 raise _Skip(str(e)) from e
-        if g.guards or any(op.prim.startswith(("numpy.random", "builtins.print")) for op in g.ops):
-            raise _Skip("value-dependent control flow or effects in the rule body")
+        for op in g.ops:
+            if op.prim in GUARD_PRIMS or op.prim.startswith(("numpy.random", "builtins.print")):
+                raise _Skip(f"value-dependent control flow or effects in the rule body: {op.prim} at {op.loc}")
         env: dict[int, Any] = {}
         statics = {i for i, _ in g.statics}
         k = 0
         for i, leaf in enumerate(host_leaves):
             if i in statics:
+                if isinstance(leaf, Var):  # its sample would be baked into the body as a constant
+                    raise _Skip(f"the sample of {leaf} was not traced")
                 continue
             inp = g.inputs[k]
             k += 1

@@ -596,6 +596,22 @@ def loop_static_int_arg(x, n):
     return y.sum()
 
 
+@case(normal((5,)))
+def scalar_comparisons_as_data(x):
+    """Comparisons of numpy scalars feed np.where and arithmetic, never an ``if``: no guard."""
+    s = x.sum()
+    gate = np.where(s > 0, 1.0, -1.0)
+    m = s > 1.0
+    m |= np.max(x) > 3.0
+    return gate * np.sum(np.where(m, x, x ** 2)) + float(s < 0) * s
+
+
+@case(floats(2), argnums=(0, 1))
+def python_float_pow_and_abs(a, b):
+    """pow/abs of Python floats: their pullbacks inline (no bool from a float comparison)."""
+    return abs(a - 1.5) + a ** b + math.pow(b, 1.5) + (a * b) ** 2.0
+
+
 # ==== value-dependent branches (guards) =======================================================
 
 @case(normal((5,)), guards=True, tags=("guard",))

@@ -222,3 +222,30 @@ def test_user_rules_closure_scalar_and_explicit():
     prog = irad.compile(f, x, passes=[])
     assert "test_user_rules_closure_scalar_and_explicit.<locals>.my_square](" in str(prog.graph)
     check_grads(f, x)
+
+
+def test_scalar_comparison_is_data_not_a_guard():
+    """``s > 0`` on a numpy scalar is a traced 0-d bool: one trace serves both signs of ``s``."""
+    def f(x):
+        s = x.sum()
+        m = s > 0
+        alias = m
+        m |= x[0] > 10.0  # rebinds m, as on an np.bool_: ``alias`` keeps its value
+        return np.sum(np.where(m, x, 2.0 * x)) + float(alias) * s
+
+    g = irad.grad(f)
+    for x in (np.array([1.0, 2.0]), np.array([-1.0, -2.0]), np.array([11.0, -20.0])):
+        irad.testing.check_grads(f, x)
+        want = (1.0 if x.sum() > 0 or x[0] > 10 else 2.0) + float(x.sum() > 0)
+        np.testing.assert_allclose(g(x), np.full(2, want))
+    assert g.traces == 1
+    assert not irad.trace(f, np.array([1.0, 2.0])).guards
+
+
+def test_truth_test_of_a_scalar_comparison_still_guards():
+    def f(x):
+        return x.sum() * 2 if x.sum() > 0 else x.sum()
+
+    g = irad.trace(f, np.array([1.0, 2.0]))
+    assert [op.prim for op in g.guards] == ["irad.ops.guard"]
+    assert "irad.ops.guard[expected=True]" in str(g)

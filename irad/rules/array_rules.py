@@ -72,10 +72,17 @@ def getitem_pullback(s: Any, g: Any) -> tuple[Any, None]:
     return ops.add_at(zero, index, g), None
 
 
+def _full_mask(a: Any, index: Any) -> bool:
+    """A boolean mask of ``a``'s own shape (``a[a < 0] = v``): the selection has a static form."""
+    return isinstance(index, np.ndarray) and index.dtype == np.bool_ and index.shape == np.shape(a)
+
+
 def setitem_fwd(a: Any, index: Any, v: Any) -> tuple[Any, Any]:
     y = ops.setitem(a, index, v)
     if _is_basic(index):
         return y, (index, None)
+    if _full_mask(a, index) and np.ndim(v) == 0:
+        return y, (index, "mask")  # no shapes that depend on how many elements the mask selects
     sub = np.zeros(np.shape(a), dtype=bool)[index].shape
     lab = ops.setitem(np.zeros(np.shape(a), dtype=np.intp), index, labels(sub))
     return y, (index, (lab, sub))
@@ -85,6 +92,8 @@ def setitem_pullback(s: Any, g: Any) -> tuple[Any, None, Any]:
     """``a`` gets g outside ``a[index]``; ``v`` gets what landed where it was written (the last
     write of a repeated index wins, as in numpy)."""
     index, lab = s
+    if isinstance(lab, str):  # a full-shape mask and a scalar v
+        return np.where(index, 0, g), None, np.sum(np.where(index, g, 0))
     ga = ops.setitem(g, index, 0)
     if lab is None:
         return ga, None, g[index]

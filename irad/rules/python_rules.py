@@ -103,7 +103,9 @@ def pow_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     if isinstance(y, (int, np.integer)) and not isinstance(y, (bool, np.bool_)):
         gx = g * cj(y * x ** (y - 1)) if y != 0 else g * 0.0
         return gx, None
-    gx = g * cj(y * x ** np.where(y == 0, 1.0, y - 1.0))
+    # NOTE: np.equal/np.greater, not ==/>: on Python floats those give a bool, which the tracer
+    # cannot keep as data (it guards), so this body would not inline
+    gx = g * cj(y * x ** np.where(np.equal(y, 0), 1.0, y - 1.0))
     if _is_int(y):
         return gx, None
     return gx, g * cj(out * _log_base(x))
@@ -112,9 +114,9 @@ def pow_pullback(s: Any, g: Any) -> tuple[Any, Any]:
 def _log_base(x: Any) -> Any:
     """log(x) for d(x**y)/dy: 0 at x == 0 (x**y is flat in y there), NaN (quietly) for x < 0."""
     if np.iscomplexobj(x):
-        return np.log(np.where(x == 0, 1.0, x))
-    pos = x > 0
-    return np.where(pos, np.log(np.where(pos, x, 1.0)), np.where(x == 0, 0.0, np.nan))
+        return np.log(np.where(np.equal(x, 0), 1.0, x))
+    pos = np.greater(x, 0)
+    return np.where(pos, np.log(np.where(pos, x, 1.0)), np.where(np.equal(x, 0), 0.0, np.nan))
 
 
 T.rule(operator.add, add_fwd, add_pullback)
@@ -135,8 +137,8 @@ T.nograd(operator.floordiv, operator.lt, operator.le, operator.eq, operator.ne, 
 
 
 def _sgn(x: float) -> float:
-    """sign of a Python (or numpy) float as a Python float, 0 at 0."""
-    return float(x > 0) - float(x < 0)
+    """sign of a Python (or numpy) float as a Python float, 0 at 0 (np.sign: data, not a branch)."""
+    return float(np.sign(x))
 
 
 def abs_fwd(x: Any) -> tuple[Any, Any]:
@@ -280,8 +282,11 @@ def mpow_fwd(x: Any, y: Any) -> tuple[Any, Any]:
 
 def mpow_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     x, y, out = s
-    gx = g * y * math.pow(x, y - 1.0) if y != 0 else 0.0 * g
-    gy = g * out * math.log(x) if x > 0 else 0.0 * g
+    # NOTE: branch-free (np.where of np.equal/np.greater), so the body inlines as data ops
+    y0 = np.equal(y, 0)
+    gx = g * float(np.where(y0, 0.0, y * np.power(x, np.where(y0, 1.0, y - 1.0))))
+    pos = np.greater(x, 0)
+    gy = g * out * float(np.where(pos, np.log(np.where(pos, x, 1.0)), 0.0))
     return gx, gy
 
 
