@@ -80,7 +80,7 @@ class _Splicer:
             try:
                 g, tracer, _ = trace_values(fn, s_args, s_kwargs, constant)
             except Exception as e:  # the body cannot run on sample values: keep the call
-                raise _Skip(str(e)) from e
+                raise _Skip(f"its body failed on sample values: {type(e).__name__}: {e}") from e
         for op in g.ops:
             if op.prim in GUARD_PRIMS or op.prim.startswith(("numpy.random", "builtins.print")):
                 raise _Skip(f"value-dependent control flow or effects in the rule body: {op.prim} at {op.loc}")
@@ -145,7 +145,7 @@ def inline_pullbacks(g: Graph) -> Graph:
     After:  ``%3 = numpy.tanh(%2)`` ... ``%10 = operator.mul(%3, %3)``, ``%11 = operator.sub(1, %10)``,
     ``%9 = operator.mul(%8, %11)`` (the ops of the rule's named functions).
     """
-    plans = _plan(g)
+    plans = plan_rules(g)
     if not plans:
         return g
     env: dict[int, Any] = {}  # old var id -> replacement atom
@@ -177,9 +177,11 @@ def inline_pullbacks(g: Graph) -> Graph:
 Plan = tuple[list[Op], list[tuple[int, Any]]]  # spliced ops, (old var id, new atom) bindings
 
 
-def _plan(g: Graph) -> dict[int, Plan]:
+def plan_rules(g: Graph, reasons: dict[int, str] | None = None) -> dict[int, Plan]:
     """For each rule_fwd whose state only feeds its pullbacks: the spliced ops of the forward and of
-    every pullback, or nothing when any of them cannot be inlined."""
+    every pullback (keyed by op index), or nothing when any of them cannot be inlined; then
+    ``reasons`` (when given) says why, for the forward and each of its pullbacks.  The ONNX
+    exporter uses the same plans to write a rule as named functions instead of splicing it."""
     fwd_at = {op.outs[-1].id: k for k, op in enumerate(g.ops) if op.prim == "rule_fwd"}
     pullbacks: dict[int, list[int]] = {}
     blocked: set[int] = set()
@@ -206,6 +208,9 @@ def _plan(g: Graph) -> dict[int, Plan]:
     plans: dict[int, Plan] = {}
     for sid, k in fwd_at.items():
         if sid in blocked:
+            if reasons is not None:
+                for pk in [k] + pullbacks.get(sid, []):
+                    reasons[pk] = "its state is read by an op that is not its pullback"
             continue
         op = g.ops[k]
         rule = op.kw("_rule")
@@ -255,7 +260,10 @@ def _plan(g: Graph) -> dict[int, Plan]:
                 if any(p is None for p in picks):
                     raise _Skip("cotangent structure differs")
                 pb_plans[pk] = (b_ops, [(o.id, b_outs[p]) for o, p in zip(pop.outs, picks)])  # type: ignore[index]
-        except _Skip:
+        except _Skip as e:
+            if reasons is not None:
+                for pk in [k] + pullbacks.get(sid, []):
+                    reasons[pk] = str(e)
             continue
         plans[k] = (ops, binds)
         plans.update(pb_plans)

@@ -249,3 +249,23 @@ def test_truth_test_of_a_scalar_comparison_still_guards():
     g = irad.trace(f, np.array([1.0, 2.0]))
     assert [op.prim for op in g.guards] == ["irad.ops.guard"]
     assert "irad.ops.guard[expected=True]" in str(g)
+
+
+def test_builtin_max_min_route_the_cotangent_by_value_on_every_call():
+    """max/min of numbers: which argument wins is data, so one trace serves every ordering
+    (the pullback's structure must not depend on the winner at trace time)."""
+    def f(x):
+        a, b = float(x[0]), float(x[1])
+        return max(a, b) * 3.0 + min(x[0], x[1], 0.5) + max(v for v in x)
+
+    g = irad.grad(f)
+    for x in ([2.0, 1.0], [1.0, 2.0], [0.2, 0.1], [0.1, 0.3]):
+        x = np.array(x)
+        irad.testing.check_grads(f, x)
+        i, j = int(np.argmax(x)), int(np.argmin(x))
+        want = np.zeros(2)
+        want[i] += 4.0
+        want[j] += 1.0 if x[j] < 0.5 else 0.0
+        np.testing.assert_allclose(g(x), want)
+    np.testing.assert_allclose(g(np.array([1.0, 1.0])), [4.0, 0.0])  # ties: the first argument
+    assert g.traces == 1

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from ..ir import GUARD_PRIMS, Graph, Op, Type, Var
 from .ops import _DT, OPS, OPSET, ExportError, _Builder, _dtype, _shape, _Unsupported
+
 
 def _at(op: Op) -> str:
     return f" at {op.loc}" if op.loc else ""
@@ -32,7 +34,12 @@ def _clean(name: str) -> str:
 
 def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None,
                  name: str | None = None) -> onnx.ModelProto:
-    """An ONNX model computing ``g``; raises ``ExportError`` listing every op it cannot map."""
+    """An ONNX model computing ``g``; raises ``ExportError`` listing every op it cannot map.
+
+    A rule that is still a call (``rule_fwd[...]``/``pullback[...]``) becomes a call of an ONNX
+    function in the ``irad`` domain named after it (``pullback.numpy.tanh``), whose body is the
+    rule's traced body (see ``_RuleFunctions``).
+    """
     from .. import passes as irad_passes
 
     b = _Builder()
@@ -53,38 +60,8 @@ def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_name
             b.types[nm] = (_dtype(v.type), _shape(v.type))
         except _Unsupported as e:
             problems.append(f"input {nm}: {e} has no ONNX type")
-    for op in g.ops:
-        if op.prim == "call_pullback":
-            problems.append(next(closure_lines, f"call_pullback{_at(op)}: a closure"))
-            continue
-        if op.prim in GUARD_PRIMS:
-            problems.append(f"{op.prim}{_at(op)}: value-dependent control flow (a guard on a traced value) "
-                            "has no static ONNX form")
-            continue
-        emit = OPS.get(op.prim)
-        if emit is None:
-            prim, what = op.prim, "no ONNX mapping"
-            if op.prim in ("pullback", "rule_fwd"):
-                rule = op.kw("_rule")
-                prim = f"{op.prim}[{getattr(rule, 'name', rule)}]"
-                what = "a rule not inlined into primitive ops (its body was not traced)"
-            problems.append(f"{prim}{_at(op)}: {what}")
-            continue
-        if any(v.id not in b.names for v in op.inputs):
-            continue  # a mapped op reading the result of an op already reported: not a cause of its own
-        if len(op.outs) != 1:
-            problems.append(f"{op.prim}{_at(op)}: {len(op.outs)} outputs (only single-output ops are exported)")
-            continue
-        out = op.out
-        nm = (_clean(out.hint) + "_" if out.hint else "v") + str(out.id)
-        try:
-            _dtype(out.type)
-            emit(b, op, nm)
-        except (_Unsupported, KeyError) as e:
-            problems.append(f"{op.prim}{_at(op)}: {e}")
-            continue
-        b.names[out.id] = nm
-        b.types[nm] = (_dtype(out.type), _shape(out.type))
+    rules = _RuleFunctions(g) if any(op.prim in _RULE_PRIMS for op in g.ops) else None
+    _emit_ops(b, g.ops, problems, rules, closure_lines)
     if problems:
         raise ExportError(name or g.name, problems)
     output_names = list(output_names) if output_names is not None else [f"out{i}" for i in range(len(g.outputs))]
@@ -102,24 +79,194 @@ def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_name
         b.node("Identity", [src], out=nm) if want == dt else b.node("Cast", [src], out=nm, to=_DT[want])
         outputs.append(helper.make_tensor_value_info(nm, _DT[want], list(shape)))
     graph = helper.make_graph(b.nodes, name or g.name, inputs, outputs, initializer=b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="irad")
-    return model
+    opsets = [helper.make_opsetid("", OPSET)]
+    functions = list(rules.functions.values()) if rules is not None else []
+    if functions:
+        opsets.append(helper.make_opsetid(FUNCTION_DOMAIN, 1))
+    return helper.make_model(graph, opset_imports=opsets, producer_name="irad", functions=functions)
+
+
+_RULE_PRIMS = ("rule_fwd", "pullback")
+#: the ONNX domain of the functions a rule call exports as
+FUNCTION_DOMAIN = "irad"
+
+
+def _rule_label(op: Op) -> str:
+    rule = op.kw("_rule")
+    return f"{op.prim}[{getattr(rule, 'name', rule)}]"
+
+
+def _emit_ops(b: _Builder, ops: Sequence[Op], problems: list[str], rules: "_RuleFunctions | None",
+              closure_lines: Any = iter(())) -> None:
+    """Emit ONNX nodes for ``ops`` into ``b``; append one line per op that cannot be mapped."""
+    for op in ops:
+        if op.prim == "call_pullback":
+            problems.append(next(closure_lines, f"call_pullback{_at(op)}: a closure"))
+            continue
+        if op.prim in GUARD_PRIMS:
+            problems.append(f"{op.prim}{_at(op)}: value-dependent control flow (a guard on a traced value) "
+                            "has no static ONNX form")
+            continue
+        if op.prim in _RULE_PRIMS:  # reads its state, which is a set of tensors only in ONNX
+            if rules is None:
+                problems.append(f"{_rule_label(op)}{_at(op)}: a rule call inside a rule body")
+            else:
+                rules.emit(b, op, problems)
+            continue
+        if any(v.id not in b.names for v in op.inputs):
+            continue  # an op reading the result of an op already reported: not a cause of its own
+        emit = OPS.get(op.prim)
+        if emit is None:
+            problems.append(f"{op.prim}{_at(op)}: no ONNX mapping")
+            continue
+        if len(op.outs) != 1:
+            problems.append(f"{op.prim}{_at(op)}: {len(op.outs)} outputs (only single-output ops are exported)")
+            continue
+        out = op.out
+        nm = (_clean(out.hint) + "_" if out.hint else "v") + str(out.id)
+        try:
+            _dtype(out.type)
+            emit(b, op, nm)
+        except (_Unsupported, KeyError) as e:
+            problems.append(f"{op.prim}{_at(op)}: {e}")
+            continue
+        b.names[out.id] = nm
+        b.types[nm] = (_dtype(out.type), _shape(out.type))
+
+
+class _FunctionBuilder(_Builder):
+    """Builds the body of an ONNX function: constants are ``Constant`` nodes (a FunctionProto has
+    no initializers)."""
+
+    def array(self, value: Any, dtype: str | None = None) -> str:
+        a = np.asarray(value, dtype=dtype)
+        key = (a.dtype.str, a.shape, a.tobytes())
+        name = self.const_names.get(key)
+        if name is None:
+            name = self.const_names[key] = self.fresh("const")
+            self.nodes.append(helper.make_node("Constant", [], [name], name=self.fresh("n_Constant"),
+                                               value=numpy_helper.from_array(a, name)))
+            self.types[name] = (a.dtype.name, a.shape)
+        return name
+
+
+class _RuleFunctions:
+    """The rule calls of a graph as ONNX functions named after the rule.
+
+    Uses the plans of ``inline_pullbacks`` (each rule's forward and pullbacks traced into
+    primitive ops on values of the right types) but keeps each one behind a call: the forward
+    function returns the rule's outputs and then the state its pullbacks read, as tensors; each
+    pullback function takes that state and the cotangent.  Static state (shapes, axes) is baked
+    into the bodies, so one function is made per distinct body (``pullback.numpy.sum``,
+    ``pullback.numpy.sum.2``, ...).
+    """
+
+    def __init__(self, g: Graph) -> None:
+        from ..passes.inline import plan_rules
+
+        self.reasons: dict[int, str] = {}
+        self.plans = plan_rules(g, self.reasons)
+        self.index = {id(op): k for k, op in enumerate(g.ops)}
+        self.functions: dict[str, onnx.FunctionProto] = {}
+        self._bodies: dict[bytes, str] = {}
+        defined_in = {o.id: k for k, (ops, _) in self.plans.items() for op in ops for o in op.outs}
+        #: plan -> the Vars it defines that other plans read (a forward's state leaves)
+        self.exports: dict[int, list[Var]] = {k: [] for k in self.plans}
+        for k, (ops, binds) in self.plans.items():
+            reads = [v for op in ops for v in op.inputs] + [a for _, a in binds if isinstance(a, Var)]
+            for v in reads:
+                src = defined_in.get(v.id)
+                if src is not None and src != k and all(v.id != e.id for e in self.exports[src]):
+                    self.exports[src].append(v)
+
+    def emit(self, b: _Builder, op: Op, problems: list[str]) -> None:
+        k = self.index[id(op)]
+        label = _rule_label(op)
+        plan = self.plans.get(k)
+        if plan is None:
+            why = self.reasons.get(k, "its body was not traced")
+            problems.append(f"{label}{_at(op)}: a rule with no ONNX form: {why}")
+            return
+        ops, binds = plan
+        defined = {o.id for o2 in ops for o in o2.outs}
+        ins: list[Var] = []
+        for o2 in ops:
+            for v in o2.inputs:
+                if v.id not in defined and all(v.id != w.id for w in ins):
+                    ins.append(v)
+        for _, a in binds:
+            if isinstance(a, Var) and a.id not in defined and all(a.id != w.id for w in ins):
+                ins.append(a)
+        if any(v.id not in b.names for v in ins):
+            return  # it reads what an op already reported computes
+        fb = _FunctionBuilder()
+        in_names = [f"in{i}" for i in range(len(ins))]
+        for v, nm in zip(ins, in_names):
+            fb.names[v.id] = nm
+            fb.types[nm] = b.types[b.names[v.id]]
+        body_problems: list[str] = []
+        _emit_ops(fb, ops, body_problems, None)
+        if body_problems:
+            problems.extend(f"{label}{_at(op)}: in its body: {p}" for p in body_problems)
+            return
+        results = [a for _, a in binds] + self.exports[k]
+        out_names, out_types = [], []
+        for j, a in enumerate(results):
+            try:
+                src, dt, shape = fb.atom(a)
+            except _Unsupported as e:
+                problems.append(f"{label}{_at(op)}: result {j}: {e}")
+                return
+            out_names.append(fb.node("Identity", [src], out=f"out{j}"))
+            out_types.append((dt, shape))
+        rule = op.kw("_rule")
+        fname = self._register(f"{op.prim.replace('rule_fwd', 'fwd')}.{getattr(rule, 'name', rule)}", fb,
+                               in_names, out_names)
+        outs = [b.fresh(fname.rsplit(".", 1)[-1]) for _ in results]
+        b.nodes.append(helper.make_node(fname, [b.names[v.id] for v in ins], outs, domain=FUNCTION_DOMAIN,
+                                        name=b.fresh("n_" + fname)))
+        for nm, t in zip(outs, out_types):
+            b.types[nm] = t
+        for (old, _), nm in zip(binds, outs):
+            b.names[old] = nm
+        for v, nm in zip(self.exports[k], outs[len(binds):]):
+            b.names[v.id] = nm
+
+    def _register(self, base: str, fb: _Builder, ins: list[str], outs: list[str]) -> str:
+        """The name of a function with this body: an existing one, or ``base`` (``base.2``, ...)."""
+        body = helper.make_function(FUNCTION_DOMAIN, "f", ins, outs, fb.nodes, [helper.make_opsetid("", OPSET)])
+        key = body.SerializeToString()
+        name = self._bodies.get(key)
+        if name is None:
+            name, n = base, 1
+            while name in self.functions:
+                n += 1
+                name = f"{base}.{n}"
+            self._bodies[key] = name
+            self.functions[name] = helper.make_function(FUNCTION_DOMAIN, name, ins, outs, fb.nodes,
+                                                        [helper.make_opsetid("", OPSET)])
+        return name
 
 
 def export(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0, gradient: bool = True,
-           path: str | None = None, **kwargs: Any) -> onnx.ModelProto:
+           path: str | None = None, inline: bool = True, **kwargs: Any) -> onnx.ModelProto:
     """Compile ``f`` at ``args`` with irad and export it to ONNX.
 
     ``gradient=True``: outputs are the value, then the gradient leaves of each argnum
     (``grad.params.W1``, ...); ``gradient=False``: the traced forward graph only.  Inputs are the
     dynamic (non-static) leaves of the arguments in order, named by their pytree paths.
+    ``inline=False`` keeps every rule a call: the model's graph reads like the joint graph, each
+    forward and pullback an ONNX function named after its rule (``pullback.numpy.tanh``).
     """
+    from .. import passes as irad_passes
     from ..api import compile as irad_compile
     from ..trace import trace_values
 
     fname = getattr(f, "__name__", "f")
     if gradient:
-        prog = irad_compile(f, *args, argnums=argnums, **kwargs)
+        pipeline = irad_passes.PIPELINE if inline else \
+            tuple(p for p in irad_passes.PIPELINE if p is not irad_passes.inline_pullbacks)
+        prog = irad_compile(f, *args, argnums=argnums, passes=pipeline, **kwargs)
         g = prog.graph
         names = [f"value{i}" if prog.n_out > 1 else "value" for i in range(prog.n_out)]
         ins = [_clean(v.hint) or f"x{i}" for i, v in enumerate(prog.forward.inputs)]

@@ -177,18 +177,27 @@ def _chosen(args: tuple[Any, ...], y: Any) -> int:
     return -1  # ``default=`` was returned
 
 
+def _is_number(a: Any) -> bool:
+    return isinstance(a, (float, int, np.number, np.bool_)) or (isinstance(a, np.ndarray) and a.ndim == 0)
+
+
 def _minmax_fwd(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
     y = fn(*args, **kwargs)
     if len(args) != 1:
-        return y, ("args", len(args), _chosen(args, y), None)
-    (seq,) = args
-    if isinstance(seq, np.ndarray):
-        if seq.ndim != 1:
-            raise NoRuleError("irad: builtins.max/min over an array needs a 1-d array")
-        i = int(np.argmax(seq) if fn is builtins.max else np.argmin(seq))
-        return y, ("array", seq.shape[0], i, None)
-    items = list(seq)
-    return y, ("seq", len(items), _chosen(tuple(items), y), type(seq))
+        items, kind, seqtype = tuple(args), "args", None
+    else:
+        (seq,) = args
+        if isinstance(seq, np.ndarray):
+            if seq.ndim != 1:
+                raise NoRuleError("irad: builtins.max/min over an array needs a 1-d array")
+            i = int(np.argmax(seq) if fn is builtins.max else np.argmin(seq))
+            return y, ("array", seq.shape[0], i, None)
+        items, kind, seqtype = tuple(seq), "seq", type(seq)
+    if all(_is_number(a) for a in items):
+        # NOTE: which item was returned is decided from the values (the first equal to y), as data:
+        # the pullback then has the same structure whichever item wins, so one trace serves all
+        return y, ("values", kind, items, y, seqtype)
+    return y, (kind, len(items), _chosen(items, y), seqtype)
 
 
 def max_fwd(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
@@ -201,12 +210,22 @@ def min_fwd(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
 
 def minmax_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """The whole cotangent goes to the element returned (the first of tied ones)."""
-    kind, n, i, seqtype = s
+    if s[0] == "values":
+        _, kind, items, y, seqtype = s
+        cot: list[Any] = []
+        taken = None
+        for a in items:
+            hit = np.equal(a, y) if taken is None else np.logical_and(np.equal(a, y), np.logical_not(taken))
+            taken = hit if taken is None else np.logical_or(taken, hit)
+            integral = isinstance(a, (int, np.integer, np.bool_)) or np.asarray(a).dtype.kind in "biu"
+            cot.append(None if integral else g * float(hit))
+    else:
+        kind, n, i, seqtype = s
+        if kind == "array":
+            return (np.where(np.arange(n) == i, g, 0.0),)
+        cot = [g if k == i else None for k in range(n)]
     if kind == "args":
-        return tuple(g if k == i else None for k in range(n))
-    if kind == "array":
-        return (np.where(np.arange(n) == i, g, 0.0),)
-    cot = [g if k == i else None for k in range(n)]
+        return tuple(cot)
     return (tuple(cot) if seqtype is tuple else cot,)
 
 
