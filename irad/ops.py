@@ -92,6 +92,11 @@ def sum_to(g: Any, shape: tuple[int, ...]) -> Any:
 
 def to_dtype(g: Any, dtype: Any, scalar: bool) -> Any:
     """A cotangent cast to its primal's dtype (a numpy scalar when the primal is one)."""
+    if g is None:  # np.asarray(None, float) is nan: never let a missing cotangent pass as one
+        from .errors import GradError
+        raise GradError("irad: a pullback returned no cotangent (None) for an argument that had one when "
+                        "the program was traced; the rule's output structure depends on values. Make the "
+                        "pullback return a zero instead of None.")
     if np.iscomplexobj(g) and not np.issubdtype(dtype, np.complexfloating):
         g = np.real(g)  # a real primal's cotangent is the real part
     r = np.asarray(g, dtype=dtype)

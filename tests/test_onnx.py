@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import inspect
 import os
+import re
 import sys
 import warnings
 
@@ -101,6 +102,54 @@ def test_multiple_argnums_and_basic_indexing():
         np.testing.assert_allclose(got, w, rtol=0, atol=1e-10)
 
 
+def _rule_calls(g):
+    """The ONNX function name stem of each rule call of a joint graph, but for pullbacks of a
+    constant cotangent (the seed): those are constants, computed by plain nodes."""
+    return {f"{'fwd' if op.prim == 'rule_fwd' else 'pullback'}.{op.kw('_rule').name}"
+            for op in g.ops if op.prim == "rule_fwd" or (op.prim == "pullback" and isinstance(op.args[1], irad.Var))}
+
+
+NO_INLINE = tuple(p for p in irad.passes.PIPELINE if p is not irad.passes.inline_pullbacks)
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_rules_export_as_onnx_functions_named_after_them(name):
+    f, make = WORKLOADS[name]
+    args = make(np.random.default_rng(6))
+    model = ionnx.export(f, *args, inline=False)
+    assert {(o.domain, o.version) for o in model.opset_import} == {("", ionnx.OPSET), ("irad", 1)}
+    functions = {fn.name: fn for fn in model.functions}
+    assert all(fn.domain == "irad" for fn in functions.values())
+    called = {n.op_type for n in model.graph.node if n.domain == "irad"}
+    assert called == set(functions)
+    # one function per rule call of the joint graph (``.2``, ...: the same rule at other shapes)
+    joint = irad.compile(f, *args, passes=NO_INLINE).graph
+    assert {re.sub(r"\.\d+$", "", c) for c in called} == _rule_calls(joint)
+    if name == "mlp":
+        assert "pullback.numpy.tanh" in functions
+        body = [n.op_type for n in functions["pullback.numpy.tanh"].node]
+        assert "Mul" in body and "Sub" in body  # ybar * (1 - y * y), reading the forward's y
+    prog = irad.compile(f, *args)
+    _, outs = run_model(model, prog, args)
+    for got, w in zip(outs, expected(prog, args)):
+        np.testing.assert_allclose(got, w, rtol=0, atol=1e-10)
+    # the functions inline back on import
+    leaves = flatten(args)[0]
+    for got, w in zip(ionnx.load(model)(*leaves), expected(prog, args)):
+        np.testing.assert_allclose(got, w, rtol=0, atol=1e-10)
+
+
+def test_a_rule_with_no_onnx_form_says_why():
+    def f(x):
+        return np.sum(x[x > 0] ** 2)  # how many elements the mask selects is data
+
+    with pytest.raises(ionnx.ExportError) as info:
+        ionnx.export(f, np.array([1.0, -2.0, 3.0]), inline=False)
+    msg = str(info.value)
+    assert f"rule_fwd[operator.getitem] at {_line(f, 'x[x > 0]')}: a rule with no ONNX form: " in msg
+    assert "irad.ops.guard_shape" in msg
+
+
 def _line(fn, text):
     src, start = inspect.getsourcelines(fn)
     return f"test_onnx.py:{start + next(i for i, ln in enumerate(src) if text in ln)}"
@@ -166,12 +215,17 @@ def test_corpus_export_report(capsys):
                 continue
             prog = irad.compile(case.fn, *args, argnums=case.argnums)
         exported += 1
-        _, outs = run_model(model, prog, args)
         want = expected(prog, args)
-        if len(outs) != len(want) or any(not np.allclose(a, b, rtol=0, atol=1e-10) for a, b in zip(outs, want)):
-            mismatched.append(case.name)
-    report = [f"irad.onnx: {exported}/{n} differentiable corpus functions export (gradient programs); "
-              f"onnxruntime matches irad on all of them to 1e-10" if not mismatched else f"mismatch: {mismatched}",
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            as_functions = ionnx.export(case.fn, *args, argnums=case.argnums, inline=False)
+        for m in (model, as_functions):  # rules inlined; rules as ONNX functions
+            _, outs = run_model(m, prog, args)
+            if len(outs) != len(want) or any(not np.allclose(a, b, rtol=0, atol=1e-10) for a, b in zip(outs, want)):
+                mismatched.append(case.name)
+    report = [f"irad.onnx: {exported}/{n} differentiable corpus functions export (gradient programs, with rules "
+              f"inlined and as ONNX functions); onnxruntime matches irad on all of them to 1e-10"
+              if not mismatched else f"mismatch: {mismatched}",
               "ops blocking the rest (functions blocked): " +
               ", ".join(f"{k} ({v})" for k, v in blockers.most_common())]
     with capsys.disabled():  # shown with or without -s

@@ -134,6 +134,49 @@ def _emit_ops(b: _Builder, ops: Sequence[Op], problems: list[str], rules: "_Rule
         b.types[nm] = (_dtype(out.type), _shape(out.type))
 
 
+def _name_outputs(nodes: list[onnx.NodeProto], srcs: list[str]) -> list[str]:
+    """Make ``srcs`` (values computed by ``nodes``, or inputs/constants) the outputs ``out0``, ...
+    of a function body, renaming the values in place and giving every internal value and node a
+    canonical name (so that equal bodies serialise equally).
+
+    NOTE: a body ending in ``Identity(v) -> out0`` where ``v`` is computed inside is valid ONNX, but
+    onnxruntime's graph optimizer (1.2x, identity elimination after inlining) then drops values
+    that later calls read; naming the producing node's output ``out0`` avoids the pattern.
+    """
+    produced = {o for n in nodes for o in n.output}
+    ren: dict[str, str] = {}
+    for j, src in enumerate(srcs):
+        if src in produced and src not in ren:
+            ren[src] = f"out{j}"
+    k = 0
+    for n in nodes:
+        for o in n.output:
+            if o not in ren:
+                ren[o] = f"t{k}"
+                k += 1
+    for i, n in enumerate(nodes):
+        n.input[:] = [ren.get(x, x) for x in n.input]
+        n.output[:] = [ren.get(x, x) for x in n.output]
+        n.name = f"n{i}"
+    outs = []
+    for j, src in enumerate(srcs):
+        if ren.get(src) != f"out{j}":
+            nodes.append(helper.make_node("Identity", [ren.get(src, src)], [f"out{j}"], name=f"n{len(nodes)}"))
+        outs.append(f"out{j}")
+    return outs
+
+
+def _live(ops: Sequence[Op], results: Sequence[Any]) -> list[Op]:
+    """The ops that ``results`` depend on (a function body holds no dead nodes)."""
+    need = {a.id for a in results if isinstance(a, Var)}
+    kept = []
+    for op in reversed(ops):
+        if any(o.id in need for o in op.outs):
+            kept.append(op)
+            need.update(v.id for v in op.inputs)
+    return kept[::-1]
+
+
 class _FunctionBuilder(_Builder):
     """Builds the body of an ONNX function: constants are ``Constant`` nodes (a FunctionProto has
     no initializers)."""
@@ -172,12 +215,14 @@ class _RuleFunctions:
         defined_in = {o.id: k for k, (ops, _) in self.plans.items() for op in ops for o in op.outs}
         #: plan -> the Vars it defines that other plans read (a forward's state leaves)
         self.exports: dict[int, list[Var]] = {k: [] for k in self.plans}
+        bound = {k: {a.id for _, a in binds if isinstance(a, Var)} for k, (_, binds) in self.plans.items()}
         for k, (ops, binds) in self.plans.items():
             reads = [v for op in ops for v in op.inputs] + [a for _, a in binds if isinstance(a, Var)]
             for v in reads:
                 src = defined_in.get(v.id)
-                if src is not None and src != k and all(v.id != e.id for e in self.exports[src]):
-                    self.exports[src].append(v)
+                if src is not None and src != k and v.id not in bound[src] and \
+                        all(v.id != e.id for e in self.exports[src]):
+                    self.exports[src].append(v)  # (a result the host graph names is not state)
 
     def emit(self, b: _Builder, op: Op, problems: list[str]) -> None:
         k = self.index[id(op)]
@@ -188,6 +233,7 @@ class _RuleFunctions:
             problems.append(f"{label}{_at(op)}: a rule with no ONNX form: {why}")
             return
         ops, binds = plan
+        ops = _live(ops, [a for _, a in binds] + self.exports[k])
         defined = {o.id for o2 in ops for o in o2.outs}
         ins: list[Var] = []
         for o2 in ops:
@@ -199,6 +245,14 @@ class _RuleFunctions:
                 ins.append(a)
         if any(v.id not in b.names for v in ins):
             return  # it reads what an op already reported computes
+        if not ins:  # a constant (a pullback of the seed): its ops go in the graph, like inlined ones
+            _emit_ops(b, ops, problems, None)
+            for old, a in binds:
+                try:
+                    b.names[old] = b.atom(a)[0]
+                except (_Unsupported, KeyError) as e:
+                    problems.append(f"{label}{_at(op)}: {e}")
+            return
         fb = _FunctionBuilder()
         in_names = [f"in{i}" for i in range(len(ins))]
         for v, nm in zip(ins, in_names):
@@ -210,15 +264,16 @@ class _RuleFunctions:
             problems.extend(f"{label}{_at(op)}: in its body: {p}" for p in body_problems)
             return
         results = [a for _, a in binds] + self.exports[k]
-        out_names, out_types = [], []
+        srcs, out_types = [], []
         for j, a in enumerate(results):
             try:
                 src, dt, shape = fb.atom(a)
             except _Unsupported as e:
                 problems.append(f"{label}{_at(op)}: result {j}: {e}")
                 return
-            out_names.append(fb.node("Identity", [src], out=f"out{j}"))
+            srcs.append(src)
             out_types.append((dt, shape))
+        out_names = _name_outputs(fb.nodes, srcs)
         rule = op.kw("_rule")
         fname = self._register(f"{op.prim.replace('rule_fwd', 'fwd')}.{getattr(rule, 'name', rule)}", fb,
                                in_names, out_names)
@@ -235,7 +290,7 @@ class _RuleFunctions:
     def _register(self, base: str, fb: _Builder, ins: list[str], outs: list[str]) -> str:
         """The name of a function with this body: an existing one, or ``base`` (``base.2``, ...)."""
         body = helper.make_function(FUNCTION_DOMAIN, "f", ins, outs, fb.nodes, [helper.make_opsetid("", OPSET)])
-        key = body.SerializeToString()
+        key = base.encode() + b"\0" + body.SerializeToString()
         name = self._bodies.get(key)
         if name is None:
             name, n = base, 1
