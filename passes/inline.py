@@ -51,6 +51,36 @@ def _spd_samples(inputs: list[Var], samples: dict[int, Any], rng: np.random.Gene
     return changed
 
 
+#: traced rule bodies, by (function, argument structure, types, constants): a rule used at many
+#: call sites of the same types (a scalar loop) is traced once.  The graph does not depend on
+#: the sample values: a body that branches on them is not inlined at all.
+_BODIES: dict[Any, Any] = {}
+_BODIES_MAX = 4096
+
+
+def _body_key(fn: Any, tree: TreeDef, leaves: list[Any]) -> Any:
+    """The cache key of tracing ``fn`` on these host leaves, or None when a constant is not hashable."""
+    from irad.rules import registry
+
+    parts: list[Any] = [fn, tree, registry.version()]
+    for leaf in leaves:
+        if isinstance(leaf, Var):
+            if isinstance(leaf.type, ArrayT) and int(np.prod(leaf.type.shape)) > 4096:
+                return None  # NOTE: the cache keeps the sample values alive: small ones only
+            parts.append(leaf.type)
+        elif isinstance(leaf, np.ndarray):
+            if leaf.size > 64:
+                return None
+            parts.append((leaf.dtype.str, leaf.shape, leaf.tobytes()))
+        else:
+            try:
+                hash(leaf)
+            except TypeError:
+                return None
+            parts.append((type(leaf), leaf))
+    return tuple(parts)
+
+
 class _Splicer:
     """Traces a function on sample values and copies its ops into a host graph under new ids."""
 
@@ -73,14 +103,26 @@ class _Splicer:
 
         s_args = tuple(map_atoms(a, sval) for a in host_args)
         s_kwargs = {k: map_atoms(a, sval) for k, a in host_kwargs.items()}
-        host_leaves = flatten((tuple(map_atoms(a, hleaf) for a in host_args),
-                               {k: map_atoms(a, hleaf) for k, a in host_kwargs.items()}))[0]
+        host_leaves, host_tree = flatten((tuple(map_atoms(a, hleaf) for a in host_args),
+                                          {k: map_atoms(a, hleaf) for k, a in host_kwargs.items()}))
         constant = frozenset(i for i, leaf in enumerate(host_leaves) if not isinstance(leaf, Var))
-        with np.errstate(all="ignore"):
-            try:
-                g, tracer, _ = trace_values(fn, s_args, s_kwargs, constant)
-            except Exception as e:  # the body cannot run on sample values: keep the call
-                raise _Skip(f"its body failed on sample values: {type(e).__name__}: {e}") from e
+        key = _body_key(fn, host_tree, host_leaves)
+        hit = _BODIES.get(key) if key is not None else None
+        if hit is None:
+            with np.errstate(all="ignore"):
+                try:
+                    g, tracer, _ = trace_values(fn, s_args, s_kwargs, constant)
+                except Exception as e:  # the body cannot run on sample values: keep the call
+                    hit = e
+                else:
+                    hit = (g, tracer.values)
+            if key is not None:
+                if len(_BODIES) >= _BODIES_MAX:
+                    _BODIES.clear()
+                _BODIES[key] = hit
+        if isinstance(hit, Exception):
+            raise _Skip(f"its body failed on sample values: {type(hit).__name__}: {hit}") from hit
+        g, values = hit
         for op in g.ops:
             if op.prim in GUARD_PRIMS or op.prim.startswith(("numpy.random", "builtins.print")):
                 raise _Skip(f"value-dependent control flow or effects in the rule body: {op.prim} at {op.loc}")
@@ -113,7 +155,7 @@ class _Splicer:
                     n = Var(self.next_id, o.type)
                     self.next_id += 1
                 env[o.id] = n
-                samples[n.id] = tracer.values.get(o.id)
+                samples[n.id] = values.get(o.id)
                 outs.append(n)
 
             def sub(a: Any) -> Any:
@@ -121,8 +163,8 @@ class _Splicer:
             ops.append(Op(op.prim, tuple(map_atoms(a, sub) for a in op.args),
                           tuple((kk, map_atoms(v, sub)) for kk, v in op.kwargs), tuple(outs), op.fn, loc, op.unpack))
         outs_atoms = [env.get(o.id, o) if isinstance(o, Var) else o for o in g.outputs]
-        values = [tracer.values.get(o.id) if isinstance(o, Var) else o.value for o in g.outputs]
-        return ops, outs_atoms, g.out_tree or flatten(None)[1], values
+        out_values = [values.get(o.id) if isinstance(o, Var) else o.value for o in g.outputs]
+        return ops, outs_atoms, g.out_tree or flatten(None)[1], out_values
 
 
 def _leaf_index(tree: TreeDef, path: tuple[Any, ...]) -> int | None:
@@ -169,7 +211,7 @@ def inline_pullbacks(g: Graph) -> Graph:
             if not (isinstance(atom, Var) and atom.id == old):
                 env[old] = sub(atom)
     outputs = tuple(map_atoms(o, sub) for o in g.outputs)
-    n_rules = sum(1 for op in g.ops if op.prim == "rule_fwd" and g.ops.index(op) in plans)
+    n_rules = sum(1 for k, op in enumerate(g.ops) if op.prim == "rule_fwd" and k in plans)
     return g.replace(ops=tuple(new_ops), outputs=outputs,
                      provenance=g.provenance + (f"after inline_pullbacks: inlined {n_rules} rules",))
 
