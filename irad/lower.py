@@ -184,6 +184,9 @@ class _Emitter:
         args = op.args if args is None else args
         f = op.fn
         kws = [(k, v) for k, v in op.kwargs if not k.startswith("_")]
+        fast = self._array_form(op.prim, args, kws)
+        if fast is not None:
+            return fast
         if not kws:
             if f in _INFIX and len(args) == 2:
                 return f"{self.arg(args[0])} {_INFIX[f]} {self.arg(args[1])}"
@@ -195,6 +198,32 @@ class _Emitter:
         if isinstance(f, _METHOD_TYPES) and args and isinstance(args[0], Var):
             return f"{parts[0]}.{f.__name__}({', '.join(parts[1:])})"
         return f"{self.fn(f, op.prim)}({', '.join(parts)})"
+
+    def _array_form(self, prim: str, args: tuple[Any, ...], kws: list[tuple[str, Any]]) -> str | None:
+        """The operator or method spelling of a numpy call on arrays (``a @ b``, ``x.sum(axis=0)``,
+        ``x.T``), where the types say the arguments are ndarrays: it means the same and skips
+        numpy's Python-level wrappers (``np.sum``, ``np.swapaxes`` cost about 1 µs a call)."""
+        def nd(a: Any) -> int:  # the ndim of an ndarray argument, else -1
+            t = a.type if isinstance(a, Var) else None
+            return len(t.shape) if isinstance(t, ArrayT) and not t.scalar else -1
+
+        if prim == "numpy.matmul" and len(args) == 2 and not kws and nd(args[0]) >= 1 and nd(args[1]) >= 1:
+            return f"{self.arg(args[0])} @ {self.arg(args[1])}"
+        if not args or nd(args[0]) < 0:
+            return None
+        x = self.arg(args[0])
+        if prim == "numpy.sum" and len(args) == 1 and {k for k, _ in kws} <= {"axis", "keepdims", "dtype"}:
+            return f"{x}.sum({', '.join(f'{k}={self.arg(v)}' for k, v in kws)})"
+        if prim in ("numpy.swapaxes", "numpy.transpose") and not kws and all(isinstance(a, Const) for a in args[1:]):
+            rest = tuple(a.value for a in args[1:])
+            n = nd(args[0])
+            if prim == "numpy.transpose" and (not rest or (len(rest) == 1 and rest[0] is None)):
+                return f"{x}.T"
+            if prim == "numpy.swapaxes" and len(rest) == 2 and all(type(i) is int for i in rest):
+                if n == 2 and {rest[0] % 2, rest[1] % 2} == {0, 1}:
+                    return f"{x}.T"
+                return f"{x}.swapaxes({rest[0]}, {rest[1]})"
+        return None
 
     # ---- statements -----------------------------------------------------------------------
 

@@ -101,7 +101,7 @@ def pow_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     """d(x**y): ``y * x**(y-1)`` (0 where y == 0) and ``x**y * log(x)`` (0 where x == 0)."""
     x, y, out = s
     if isinstance(y, (int, np.integer)) and not isinstance(y, (bool, np.bool_)):
-        gx = g * cj(y * x ** (y - 1)) if y != 0 else g * 0.0
+        gx = g * cj(y * (x if y == 2 else x ** (y - 1))) if y != 0 else g * 0.0  # x ** 1 would copy
         return gx, None
     # NOTE: np.equal/np.greater, not ==/>: on Python floats those give a bool, which the tracer
     # cannot keep as data (it guards), so this body would not inline
