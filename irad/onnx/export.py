@@ -8,7 +8,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..ir import GUARD_PRIMS, Graph, Op, Type, Var
-from .ops import _DT, OPS, OPSET, ExportError, _Builder, _dtype, _shape, _Unsupported
+from .ops import _DT, MULTI_OPS, OPS, OPSET, ExportError, _Builder, _dtype, _shape, _Unsupported
 
 
 def _at(op: Op) -> str:
@@ -103,7 +103,7 @@ def _emit_ops(b: _Builder, ops: Sequence[Op], problems: list[str], rules: "_Rule
         if op.prim == "call_pullback":
             problems.append(next(closure_lines, f"call_pullback{_at(op)}: a closure"))
             continue
-        if op.prim in GUARD_PRIMS:
+        if op.prim in GUARD_PRIMS and op.prim not in MULTI_OPS:
             problems.append(f"{op.prim}{_at(op)}: value-dependent control flow (a guard on a traced value) "
                             "has no static ONNX form")
             continue
@@ -115,23 +115,27 @@ def _emit_ops(b: _Builder, ops: Sequence[Op], problems: list[str], rules: "_Rule
             continue
         if any(v.id not in b.names for v in op.inputs):
             continue  # an op reading the result of an op already reported: not a cause of its own
-        emit = OPS.get(op.prim)
-        if emit is None:
+        emit, multi = OPS.get(op.prim), MULTI_OPS.get(op.prim)
+        if emit is None and multi is None:
             problems.append(f"{op.prim}{_at(op)}: no ONNX mapping")
             continue
-        if len(op.outs) != 1:
+        if multi is None and len(op.outs) != 1:
             problems.append(f"{op.prim}{_at(op)}: {len(op.outs)} outputs (only single-output ops are exported)")
             continue
-        out = op.out
-        nm = (_clean(out.hint) + "_" if out.hint else "v") + str(out.id)
+        names = [(_clean(v.hint) + "_" if v.hint else "v") + str(v.id) for v in op.outs]
         try:
-            _dtype(out.type)
-            emit(b, op, nm)
+            for v in op.outs:
+                _dtype(v.type)
+            if multi is not None:
+                multi(b, op, names)
+            else:
+                emit(b, op, names[0])
         except (_Unsupported, KeyError) as e:
             problems.append(f"{op.prim}{_at(op)}: {e}")
             continue
-        b.names[out.id] = nm
-        b.types[nm] = (_dtype(out.type), _shape(out.type))
+        for v, nm in zip(op.outs, names):
+            b.names[v.id] = nm
+            b.types[nm] = (_dtype(v.type), _shape(v.type))
 
 
 def _name_outputs(nodes: list[onnx.NodeProto], srcs: list[str]) -> list[str]:

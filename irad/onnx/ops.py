@@ -84,6 +84,12 @@ class _Builder:
         self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=self.fresh("n_" + op_type), **attrs))
         return outs[0]
 
+    def node_outs(self, op_type: str, inputs: Sequence[str], outs: Sequence[str | None], **attrs: Any) -> list[str]:
+        """A node with several outputs (``TopK``): ``None`` entries get fresh names; returns all names."""
+        names = [o or self.fresh(op_type.lower()) for o in outs]
+        self.nodes.append(helper.make_node(op_type, list(inputs), names, name=self.fresh("n_" + op_type), **attrs))
+        return names
+
     def array(self, value: Any, dtype: str | None = None) -> str:
         a = np.asarray(value, dtype=dtype)
         key = (a.dtype.str, a.shape, a.tobytes())
@@ -132,6 +138,9 @@ class _Builder:
 
 Emit = Callable[[_Builder, Op, str], None]  # (builder, op, name of op.out)
 OPS: dict[str, Emit] = {}
+# ops with zero or several outputs (``np.split``, a shape guard): ``emit(builder, op, names of op.outs)``
+EmitMulti = Callable[[_Builder, Op, list[str]], None]
+MULTI_OPS: dict[str, EmitMulti] = {}
 
 
 def _reg(*prims: str) -> Callable[[Emit], Emit]:
@@ -146,10 +155,47 @@ def _out_dtype(op: Op) -> str:
     return _dtype(op.outs[0].type)
 
 
+# ufunc keywords that leave the value alone: the result dtype is the op's output type (every entry
+# casts to it), and ``order``/``subok`` only choose the memory layout and the array class
+_BENIGN_KW = frozenset({"dtype", "casting", "order", "subok"})
+
+
+def _is_true(a: Any) -> bool:
+    return isinstance(a, Const) and isinstance(a.value, (bool, np.bool_)) and bool(a.value)
+
+
+def _extra_kw(op: Op, allowed: Sequence[str] = ()) -> list[str]:
+    """Keywords of ``op`` that change its value and are not in ``allowed`` (``out=None``, ``where=True``
+    and the ``_BENIGN_KW`` do not)."""
+    return [k for k, v in op.kwargs if not k.startswith("_") and k not in _BENIGN_KW and k not in allowed
+            and not (k == "out" and isinstance(v, Const) and v.value is None) and not (k == "where" and _is_true(v))]
+
+
 def _args(op: Op, n: int) -> tuple[Any, ...]:
-    if len(op.args) != n or any(not k.startswith("_") and k not in ("dtype",) for k, _ in op.kwargs):
-        raise _Unsupported(f"{op.prim} with {len(op.args)} arguments and keywords {[k for k, _ in op.kwargs]}")
+    extra = _extra_kw(op)
+    if len(op.args) != n or extra:
+        raise _Unsupported(f"{op.prim} with {len(op.args)} arguments and keywords {extra}")
     return op.args
+
+
+def _arg(op: Op, name: str, pos: int | None = None) -> Any:
+    """The atom of argument ``name`` (positional index ``pos``, else keyword), or None when absent."""
+    if pos is not None and len(op.args) > pos:
+        return op.args[pos]
+    for k, v in op.kwargs:
+        if k == name:
+            return v
+    return None
+
+
+def _static(op: Op, name: str, pos: int | None, default: Any) -> Any:
+    """The value of a static argument (an axis, a mode); ``_Unsupported`` if it is traced."""
+    a = _arg(op, name, pos)
+    if a is None:
+        return default
+    if not isinstance(a, Const):
+        raise _Unsupported(f"a traced {name}")
+    return a.value
 
 
 def _binary(onnx_op: str) -> Emit:
@@ -288,7 +334,7 @@ def _axes(op: Op, rank: int, pos: int = 1) -> list[int] | None:
 
 def _reduce(onnx_op: str) -> Emit:
     def emit(b: _Builder, op: Op, out: str) -> None:
-        extra = {k for k, _ in op.kwargs if not k.startswith("_")} - {"axis", "keepdims"}
+        extra = _extra_kw(op, ("axis", "keepdims"))
         if extra or len(op.args) > 2 or (op.kw("keepdims") not in (None, False, True)):
             raise _Unsupported(f"{op.prim} with {sorted(extra)}")
         x = op.args[0]
@@ -341,17 +387,23 @@ def _moveaxis_perm(rank: int, src: list[int], dst: list[int]) -> list[int]:
     return order
 
 
-@_reg("numpy.cumsum")
-def _cumsum(b: _Builder, op: Op, out: str) -> None:
-    x = op.args[0]
-    axis = op.kw("axis") if len(op.args) < 2 else op.args[1].value
-    extra = {k for k, _ in op.kwargs if not k.startswith("_")} - {"axis"}
-    if extra or len(op.args) > 2:
-        raise _Unsupported(f"numpy.cumsum with {sorted(extra)}")
-    n = b.cast(x, _out_dtype(op))
-    if axis is None:
-        n, axis = b.node("Reshape", [n, b.ints([-1])]), 0
-    b.node("CumSum", [n, b.array(np.int64(axis))], out=out)
+def _cumulative(onnx_op: str) -> Emit:
+    """``np.cumsum``/``np.cumprod`` (``CumSum``/``CumProd``, opset 26, float64 kernels in onnxruntime):
+    the input cast to the result dtype first, as numpy accumulates in it; ``axis=None`` flattens."""
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        extra = _extra_kw(op, ("axis",))
+        if extra or len(op.args) > 3:  # (a, axis, dtype): the dtype is the output type's
+            raise _Unsupported(f"{op.prim} with {sorted(extra)}")
+        axis = _static(op, "axis", 1, None)
+        n = b.cast(op.args[0], _out_dtype(op))
+        if axis is None:
+            n, axis = b.node("Reshape", [n, b.ints([-1])]), 0
+        b.node(onnx_op, [n, b.array(np.int64(axis))], out=out)
+    return emit
+
+
+OPS["numpy.cumsum"] = OPS["numpy.ndarray.cumsum"] = _cumulative("CumSum")
+OPS["numpy.cumprod"] = OPS["numpy.ndarray.cumprod"] = _cumulative("CumProd")
 
 
 @_reg("numpy.swapaxes")
@@ -364,9 +416,17 @@ def _swapaxes(b: _Builder, op: Op, out: str) -> None:
     b.node("Transpose", [b.atom(x)[0]], out=out, perm=perm)
 
 
+def _c_order(op: Op, pos: int | None = None) -> None:
+    """Reshapes here read and write in C order; ``order='F'``/``'A'`` would permute the elements."""
+    if _static(op, "order", pos, "C") not in ("C", None):
+        raise _Unsupported(f"{op.prim} with order={_static(op, 'order', pos, 'C')!r}")
+
+
 def _to_shape(onnx_op: str) -> Emit:
     def emit(b: _Builder, op: Op, out: str) -> None:
         x = op.args[0]
+        if onnx_op == "Reshape":
+            _c_order(op, {"numpy.reshape": 2, "numpy.ravel": 1}.get(op.prim))
         b.node(onnx_op, [b.cast(x, _out_dtype(op)), b.ints(_shape(op.out.type))], out=out)
     return emit
 
@@ -405,19 +465,16 @@ _INT64_MIN = -(2 ** 63)
 def _getitem(b: _Builder, op: Op, out: str) -> None:
     x, idx = _args(op, 2)
     name, _, shape = b.atom(x)
-    if isinstance(idx, tuple):
-        items = list(idx)
-    else:
-        items = [idx]
-    vals = []
-    for it in items:
-        if not isinstance(it, Const):
-            raise _Unsupported("an index that is a traced value")
-        v = it.value
-        if isinstance(v, tuple):
-            vals.extend(v)
+    vals = _index_items(idx)
+    if any(isinstance(v, Var) for v in vals):
+        mask = _traced_mask(b, vals, shape)
+        if mask is not None:  # x[mask]: its length is data-dependent; the Reshape to the traced length
+            name = b.node("Reshape", [name, b.ints([-1, *shape[len(b.meta(mask)[1]):]])])  # is its guard
+            name = b.node("Compress", [name, b.node("Reshape", [b.atom(mask)[0], b.ints([-1])])], axis=0)
         else:
-            vals.append(v)
+            name = _advanced(b, name, shape, vals)[0]
+        b.node("Reshape", [name, b.ints(_shape(op.out.type))], out=out)
+        return
     if any(not (v is None or v is Ellipsis or isinstance(v, (slice, int, np.integer))) or isinstance(v, bool)
            for v in vals):
         _gather(b, op, out, name, shape, _const_index(idx))  # a static index array: Gather on flat positions
@@ -471,18 +528,181 @@ def _gather(b: _Builder, op: Op, out: str, name: str, shape: tuple[int, ...], in
            out=out)
 
 
+def _index_items(idx: Any) -> list[Any]:
+    """The items of a getitem/setitem index: Vars (traced) and the values of Consts (ints, slices,
+    ``None``, ``...``, index arrays); a Const holding a whole tuple index is spread out."""
+    vals: list[Any] = []
+    for it in (idx if isinstance(idx, tuple) else (idx,)):
+        if isinstance(it, Var):
+            vals.append(it)
+        elif isinstance(it, Const):
+            vals.extend(it.value) if isinstance(it.value, tuple) else vals.append(it.value)
+        else:
+            raise _Unsupported(f"an index item {it!r}")
+    return vals
+
+
+def _traced_mask(b: _Builder, vals: list[Any], shape: tuple[int, ...]) -> Var | None:
+    """The traced boolean array of ``a[mask]`` (leading axes of ``a``); None for other indices."""
+    masks = [v for v in vals if isinstance(v, Var) and b.meta(v)[0] == "bool"]
+    if not masks:
+        return None
+    full = [v is Ellipsis or (isinstance(v, slice) and v == slice(None)) for v in vals[1:]]
+    mshape = b.meta(masks[0])[1]
+    if vals[0] is not masks[0] or not all(full) or not mshape or tuple(shape[:len(mshape)]) != tuple(mshape):
+        raise _Unsupported("a traced boolean mask that is not the whole index (a[mask] on leading axes)")
+    return masks[0]
+
+
+def _advanced(b: _Builder, x: str, shape: tuple[int, ...], vals: list[Any]) -> tuple[str, tuple[int, ...]]:
+    """``x[vals]`` for an index holding traced integer arrays (numpy's advanced indexing), and its shape.
+
+    The slices are applied first (``Slice``); the integer-indexed axes are moved to the front
+    (``Transpose``) and flattened into one (``Reshape``), the index arrays combined into flat
+    positions along it (``Where(i < 0, i + n, i)`` for negative indices, times the stride), one
+    ``Gather``, and a ``Transpose`` putting the index dimensions where numpy puts them: in place of
+    the first indexed axis when the indexed items are adjacent, else first.  ``None`` items only
+    add length-1 axes, which the caller's ``Reshape`` to the op's output type inserts."""
+    def dummy(v: Any) -> Any:  # a stand-in of the same shape, for numpy's shape rules
+        if isinstance(v, Var):
+            dt, s = b.meta(v)
+            if dt == "bool" or not np.issubdtype(np.dtype(dt), np.integer):
+                raise _Unsupported(f"a traced index of dtype {dt} among other index items")
+            return np.zeros(s, dtype=np.int64)
+        return v
+    try:
+        want = np.empty(shape, dtype=np.int8)[tuple(dummy(v) for v in vals)].shape
+    except IndexError as e:
+        raise _Unsupported(f"index: {e}") from None
+    items: list[Any] = []  # integer arrays for constant masks; Ellipsis kept: it separates indexed items
+    for v in vals:
+        if isinstance(v, (bool, np.bool_)):
+            raise _Unsupported("a boolean scalar index")
+        if not isinstance(v, (Var, slice, int, np.integer)) and v is not None and v is not Ellipsis:
+            a = np.asarray(v)
+            if a.dtype == np.bool_ and a.ndim:
+                items.extend(np.nonzero(a))
+                continue
+            if not np.issubdtype(a.dtype, np.integer):
+                raise _Unsupported(f"an index of dtype {a.dtype}{' (0-d)' if a.ndim == 0 else ''}")
+            v = a
+        items.append(v)
+    is_adv = [not (v is None or v is Ellipsis or isinstance(v, slice)) for v in items]
+    first = is_adv.index(True)
+    adjacent = all(is_adv[first:first + sum(is_adv)])
+    n_axes = sum(1 for v in items if v is not None and v is not Ellipsis)
+    ell = [i for i, v in enumerate(items) if v is Ellipsis]
+    if ell:
+        items = items[:ell[0]] + [slice(None)] * (len(shape) - n_axes) + items[ell[0] + 1:]
+    items = [v for v in items if v is not None]
+    items += [slice(None)] * (len(shape) - len(items))
+    dims = list(shape)
+    sl: list[list[int]] = [[], [], [], []]  # starts, ends, axes, steps
+    adv_axes, adv_vals, slice_axes = [], [], []
+    for ax, v in enumerate(items):
+        if not isinstance(v, slice):
+            adv_axes.append(ax), adv_vals.append(v)
+            continue
+        slice_axes.append(ax)
+        if v != slice(None):
+            s0, s1, st = v.indices(dims[ax])
+            dims[ax] = len(range(s0, s1, st))
+            for k, e in enumerate((s0, _INT64_MIN if st < 0 and s1 < 0 else s1, ax, st)):
+                sl[k].append(e)
+    if sl[2]:
+        x = b.node("Slice", [x] + [b.ints(e) for e in sl])
+    perm = adv_axes + slice_axes
+    if perm != sorted(perm):
+        x = b.node("Transpose", [x], perm=perm)
+    adv_dims = [dims[a] for a in adv_axes]
+    rest = [dims[a] for a in slice_axes]
+    if len(adv_axes) > 1:
+        x = b.node("Reshape", [x, b.ints([int(np.prod(adv_dims)), *rest])])
+    flat, const = None, None
+    for k, (v, n) in enumerate(zip(adv_vals, adv_dims)):
+        stride = int(np.prod(adv_dims[k + 1:]))
+        if isinstance(v, Var):
+            i = b.cast(v, "int64")
+            i = b.node("Where", [b.node("Less", [i, b.array(np.int64(0))]), b.node("Add", [i, b.array(np.int64(n))]),
+                                 i])
+            if stride != 1:
+                i = b.node("Mul", [i, b.array(np.int64(stride))])
+            flat = i if flat is None else b.node("Add", [flat, i])
+        else:
+            c = np.asarray(v, dtype=np.int64)
+            if ((c < -n) | (c >= n)).any():
+                raise _Unsupported(f"index {v!r} out of bounds for an axis of length {n}")
+            c = np.where(c < 0, c + n, c) * stride
+            const = c if const is None else const + c
+    if const is not None:
+        flat = b.node("Add", [flat, b.array(const)])
+    bshape = np.broadcast_shapes(*(b.meta(v)[1] if isinstance(v, Var) else np.shape(v) for v in adv_vals))
+    x = b.node("Gather", [x, flat], axis=0)
+    p = sum(1 for a in slice_axes if a < adv_axes[0])
+    if adjacent and p:
+        nb = len(bshape)
+        x = b.node("Transpose", [x], perm=[nb + i for i in range(p)] + list(range(nb)) +
+                   [nb + i for i in range(p, len(rest))])
+    assert int(np.prod(want)) == int(np.prod(bshape)) * int(np.prod(rest))
+    return x, want
+
+
+def _expand_to(b: _Builder, v: Any, dt: str, shape: tuple[int, ...]) -> str:
+    """``v`` broadcast to ``shape`` the way an assignment does (leading length-1 axes of ``v`` dropped)."""
+    name = b.cast(v, dt)
+    vshape = b.meta(v)[1]
+    if len(vshape) > len(shape):
+        if any(n != 1 for n in vshape[:len(vshape) - len(shape)]):
+            raise _Unsupported(f"a value of shape {vshape} for {shape} positions")
+        name = b.node("Reshape", [name, b.ints(vshape[len(vshape) - len(shape):])])
+    return b.node("Expand", [name, b.ints(shape)])
+
+
 def _scatter(reduction: str | None) -> Emit:
+    """``a[idx] = v`` (``irad.ops.setitem``) and ``np.add.at(a, idx, v)`` (``irad.ops.add_at``):
+    ``ScatterND`` on the flattened array at flat positions, computed at export for a constant
+    index, else gathered with the same (traced) index from a table of positions (a ``Range``)."""
     def emit(b: _Builder, op: Op, out: str) -> None:
         a, idx, v = _args(op, 3)
         dt = _out_dtype(op)
         _, shape = b.meta(a)
-        pos = _positions(shape, _const_index(idx))
-        if reduction is None and len(np.unique(pos)) != pos.size:
-            raise _Unsupported("an assignment to repeated positions")
-        upd = b.node("Reshape", [b.node("Expand", [b.cast(v, dt), b.ints(pos.shape)]), b.ints([-1])])
+        n = int(np.prod(shape))
         flat = b.node("Reshape", [b.cast(a, dt), b.ints([-1])])
-        attrs = {"reduction": reduction} if reduction else {}
-        r = b.node("ScatterND", [flat, b.array(pos.reshape(-1, 1)), upd], **attrs)
+        vals = _index_items(idx)
+        traced = any(isinstance(i, Var) for i in vals)
+        mask = _traced_mask(b, vals, shape) if traced else None
+        if mask is not None:  # a[mask] = v for a scalar v: a Where (the number of positions is data-dependent)
+            if b.meta(v)[1]:
+                raise _Unsupported("an array assigned through a traced boolean mask")
+            mshape = b.meta(mask)[1]
+            m = b.node("Reshape", [b.atom(mask)[0], b.ints(list(mshape) + [1] * (len(shape) - len(mshape)))])
+            vn = b.cast(v, dt)
+            r = b.node("Where", [m, b.node("Add", [b.cast(a, dt), vn]) if reduction else vn, b.cast(a, dt)])
+            b.node("Identity", [r], out=out)
+            return
+        if traced:  # the table of flat positions, made at run time (a Range: not an initializer of a's size)
+            table = b.node("Reshape", [b.node("Range", [b.array(np.int64(0)), b.array(np.int64(n)),
+                                                         b.array(np.int64(1))]), b.ints(shape)])
+            pos, rshape = _advanced(b, table, shape, vals)
+            pos = b.node("Reshape", [pos, b.ints([-1, 1])])
+        else:
+            p = _positions(shape, _const_index(idx))
+            if reduction is None and len(np.unique(p)) != p.size:
+                raise _Unsupported("an assignment to repeated positions")
+            pos, rshape = b.array(p.reshape(-1, 1)), p.shape
+        m = int(np.prod(rshape))
+        upd = b.node("Reshape", [_expand_to(b, v, dt, rshape), b.ints([-1])])
+        if m == 0:
+            r = flat
+        elif reduction or not traced:
+            r = b.node("ScatterND", [flat, pos, upd], **({"reduction": reduction} if reduction else {}))
+        else:
+            # numpy keeps the last of repeated assignments; ScatterND leaves their order undefined.  So:
+            # the number of the last update of each position (a max-scatter of 0..m-1), a Gather of it
+            last = b.node("ScatterND", [b.array(np.full(n, -1, dtype=np.int64)), pos,
+                                        b.array(np.arange(m, dtype=np.int64))], reduction="max")
+            got = b.node("Gather", [upd, b.node("Max", [last, b.array(np.int64(0))])], axis=0)
+            r = b.node("Where", [b.node("GreaterOrEqual", [last, b.array(np.int64(0))]), got, flat])
         b.node("Reshape", [r, b.ints(shape)], out=out)
     return emit
 
@@ -494,6 +714,8 @@ OPS["irad.ops.add_at"] = _scatter("add")
 def _to_out(b: _Builder, op: Op, out: str) -> None:
     """A cast and/or reshape to the op's output type: float(x), x.astype(...), x.reshape(...), x.copy()."""
     x = op.args[0]
+    if op.prim in ("numpy.ndarray.reshape", "numpy.ndarray.ravel", "numpy.ndarray.flatten"):
+        _c_order(op, None if op.prim == "numpy.ndarray.reshape" else 1)
     b.node("Reshape", [b.cast(x, _out_dtype(op)), b.ints(_shape(op.out.type))], out=out)
 
 
@@ -503,6 +725,7 @@ for _p in ["builtins.float", "numpy.float64", "numpy.ndarray.copy", "numpy.ndarr
 for _p, _o in [("exp", "Exp"), ("log", "Log"), ("sin", "Sin"), ("cos", "Cos"), ("sqrt", "Sqrt"),
                ("tanh", "Tanh"), ("fabs", "Abs")]:
     OPS[f"math.{_p}"] = _unary(_o)
+OPS["math.pow"] = _binary("Pow")  # float ** float (math.pow raises where Pow gives NaN)
 OPS["numpy.ndarray.sum"] = OPS["numpy.sum"]
 OPS["numpy.ndarray.mean"] = OPS["numpy.mean"]
 OPS["numpy.ndarray.max"] = OPS["numpy.max"]
@@ -513,11 +736,57 @@ OPS["numpy.ndarray.dot"] = OPS["numpy.dot"]
 
 @_reg("numpy.linalg.norm")
 def _norm(b: _Builder, op: Op, out: str) -> None:
-    if len(op.args) != 1 or any(not k.startswith("_") for k, _ in op.kwargs):
-        raise _Unsupported("numpy.linalg.norm with ord/axis")
+    """Vector norms (``ord`` None/2: ``ReduceL2``, 1: ``ReduceL1``, ±inf: ``ReduceMax``/``ReduceMin`` of
+    ``Abs``, 0: a count, p: ``(sum |x|^p)^(1/p)``) and the matrix norms that need no SVD (None/'fro':
+    ``ReduceL2``, ±1/±inf: extreme column/row sums of ``Abs``), with ``axis`` and ``keepdims``; the
+    result is reshaped to the output type (``keepdims``)."""
+    if _extra_kw(op, ("ord", "axis", "keepdims")) or len(op.args) > 4:
+        raise _Unsupported(f"numpy.linalg.norm with {_extra_kw(op, ('ord', 'axis', 'keepdims'))}")
     x = op.args[0]
     rank = len(b.meta(x)[1])
-    b.node("ReduceL2", [b.cast(x, _out_dtype(op)), b.ints(list(range(rank)))], out=out, keepdims=0)
+    order, axis = _static(op, "ord", 1, None), _static(op, "axis", 2, None)
+    dt, oshape = _out_dtype(op), _shape(op.out.type)
+    xn = b.cast(x, dt)
+    if axis is None:
+        if order is None:
+            b.node("Reshape", [b.node("ReduceL2", [xn, b.ints(list(range(rank)))], keepdims=0), b.ints(oshape)],
+                   out=out)
+            return
+        if rank not in (1, 2):
+            raise _Unsupported(f"numpy.linalg.norm(ord={order!r}) of a {rank}-D array")
+        axis = tuple(range(rank))
+    axes = [int(a) % rank for a in ((axis,) if isinstance(axis, (int, np.integer)) else axis)]
+
+    def red(onnx_op: str, t: str, ax: list[int]) -> str:
+        return b.node(onnx_op, [t, b.ints(ax)], keepdims=1)
+
+    if len(axes) == 1:
+        if order is None or order == 2:
+            r = red("ReduceL2", xn, axes)
+        elif order == 1:
+            r = red("ReduceL1", xn, axes)
+        elif order in (np.inf, -np.inf):
+            r = red("ReduceMax" if order > 0 else "ReduceMin", b.node("Abs", [xn]), axes)
+        elif order == 0:
+            r = red("ReduceSum", b.node("Cast", [b.node("Not", [b.node("Equal", [xn, b.array(0, dt)])])],
+                                        to=_DT[dt]), axes)
+        elif isinstance(order, (int, float, np.integer, np.floating)):
+            p = b.array(float(order), dt)
+            r = b.node("Pow", [red("ReduceSum", b.node("Pow", [b.node("Abs", [xn]), p]), axes),
+                               b.array(1.0 / float(order), dt)])
+        else:
+            raise _Unsupported(f"numpy.linalg.norm(ord={order!r}) of a vector")
+    elif len(axes) == 2:
+        if order in (None, "fro"):
+            r = red("ReduceL2", xn, axes)
+        elif order in (1, -1, np.inf, -np.inf):
+            inner, outer = (axes[0], axes[1]) if order in (1, -1) else (axes[1], axes[0])
+            r = red("ReduceMax" if order > 0 else "ReduceMin", red("ReduceSum", b.node("Abs", [xn]), [inner]), [outer])
+        else:
+            raise _Unsupported(f"numpy.linalg.norm(ord={order!r}) of a matrix (singular values)")
+    else:
+        raise _Unsupported("numpy.linalg.norm over more than two axes")
+    b.node("Reshape", [r, b.ints(oshape)], out=out)
 
 
 @_reg("numpy.outer")
@@ -600,8 +869,8 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 @_reg("numpy.einsum")
 def _einsum(b: _Builder, op: Op, out: str) -> None:
     if not op.args or not isinstance(op.args[0], Const) or not isinstance(op.args[0].value, str) or \
-            any(not k.startswith("_") for k, _ in op.kwargs):
-        raise _Unsupported("numpy.einsum without a literal subscripts string, or with keywords")
+            _extra_kw(op, ("optimize",)):  # optimize= only picks the contraction order
+        raise _Unsupported(f"numpy.einsum without a literal subscripts string, or with {_extra_kw(op, ('optimize',))}")
     eq = op.args[0].value.replace(" ", "")
     if "->" not in eq:  # numpy's implicit output: the letters seen once, in order
         ins = eq.replace(",", "")
@@ -652,9 +921,10 @@ def _tensordot(b: _Builder, op: Op, out: str) -> None:
     _einsum_eq(b, op, out, f"{''.join(xs)},{''.join(ys)}->{''.join(outs)}", [x, y])
 
 
-@_reg("numpy.var", "numpy.ndarray.var")
+@_reg("numpy.var", "numpy.ndarray.var", "numpy.std", "numpy.ndarray.std")
 def _var(b: _Builder, op: Op, out: str) -> None:
-    extra = {k for k, _ in op.kwargs if not k.startswith("_")} - {"axis", "keepdims", "ddof"}
+    """Mean of squared deviations over ``n - ddof`` (``std``: its ``Sqrt``)."""
+    extra = _extra_kw(op, ("axis", "keepdims", "ddof"))
     if extra or len(op.args) > 2:
         raise _Unsupported(f"{op.prim} with {sorted(extra)}")
     x = op.args[0]
@@ -666,7 +936,10 @@ def _var(b: _Builder, op: Op, out: str) -> None:
     xn = b.cast(x, dt)
     d = b.node("Sub", [xn, b.node("ReduceMean", [xn, b.ints(axes)], keepdims=1)])
     s = b.node("ReduceSum", [b.node("Mul", [d, d]), b.ints(axes)], keepdims=1 if op.kw("keepdims") else 0)
-    b.node("Div", [s, b.array(n, dt)], out=out)
+    if op.prim.endswith("std"):
+        b.node("Sqrt", [b.node("Div", [s, b.array(n, dt)])], out=out)
+    else:
+        b.node("Div", [s, b.array(n, dt)], out=out)
 
 
 @_reg("numpy.ndarray.transpose")
@@ -773,3 +1046,336 @@ def _diff(b: _Builder, op: Op, out: str) -> None:
     b.node("Sub", [hi, lo], out=out)
 
 
+# ---- counting, sorting, searching -----------------------------------------------------------
+
+@_reg("numpy.bincount")
+def _bincount(b: _Builder, op: Op, out: str) -> None:
+    """``ScatterElements`` (reduction ``add``) of the weights (or ones) onto zeros of the traced
+    length (``max(x) + 1`` or ``minlength``): an index past it fails in the runtime, not silently."""
+    extra = _extra_kw(op, ("weights", "minlength"))
+    if extra or len(op.args) > 3:
+        raise _Unsupported(f"numpy.bincount with {extra}")
+    x, w = op.args[0], _arg(op, "weights", 1)
+    dt, (length,) = _out_dtype(op), _shape(op.out.type)
+    n = b.meta(x)[1]
+    if len(n) != 1:
+        raise _Unsupported("numpy.bincount of a non-1-D array")
+    upd = b.array(np.ones(n, dtype=dt)) if w is None or (isinstance(w, Const) and w.value is None) else \
+        _expand_to(b, w, dt, n)
+    b.node("ScatterElements", [b.array(np.zeros(length, dtype=dt)), b.cast(x, "int64"), upd], out=out, axis=0,
+           reduction="add")
+
+
+def _sort_axis(b: _Builder, op: Op, x: Any, pos: int = 1) -> tuple[str, int, int]:
+    """(input, axis, length): ``axis=None`` flattens, as numpy does."""
+    extra = _extra_kw(op, ("axis", "kind", "stable", "order"))
+    if extra or _static(op, "order", 3, None) is not None:
+        raise _Unsupported(f"{op.prim} with {extra or 'order'}")
+    dt, shape = b.meta(x)
+    if dt == "bool" or not (np.issubdtype(np.dtype(dt), np.number)):
+        raise _Unsupported(f"{op.prim} of {dt} (no TopK kernel)")
+    axis = _static(op, "axis", pos, -1)
+    name = b.atom(x)[0]
+    if axis is None:
+        name, shape, axis = b.node("Reshape", [name, b.ints([-1])]), (int(np.prod(shape)),), 0
+    if not shape:
+        raise _Unsupported(f"{op.prim} of a 0-d array")
+    axis = int(axis) % len(shape)
+    return name, axis, shape[axis]
+
+
+def _topk(b: _Builder, op: Op, x: Any, pos: int = 1) -> list[str]:
+    """(values, indices) of ``TopK(largest=0, sorted=1)`` over the whole axis: an ascending sort.
+    TopK breaks ties by index (the lower first), a stable sort; NaNs sort last, as in numpy."""
+    name, axis, n = _sort_axis(b, op, x, pos)
+    return b.node_outs("TopK", [name, b.ints([n])], [None, None], axis=axis, largest=0, sorted=1)
+
+
+@_reg("numpy.sort", "irad.ops.sort_inplace")
+def _sort(b: _Builder, op: Op, out: str) -> None:
+    """Sorted values: equal values are interchangeable, so the sort kind does not matter."""
+    values = _topk(b, op, op.args[0])[0]
+    dt = _out_dtype(op)
+    if dt == b.meta(op.args[0])[0]:
+        b.node("Identity", [values], out=out)
+    else:
+        b.node("Cast", [values], out=out, to=_DT[dt])
+
+
+@_reg("numpy.argsort", "numpy.ndarray.argsort")
+def _argsort(b: _Builder, op: Op, out: str) -> None:
+    """The indices of ``TopK``: ties in index order, which is numpy's ``kind='stable'`` order.  For the
+    default kind numpy leaves the order of ties unspecified (and its SIMD sorts do reorder them), so
+    argsorts of arrays with repeated values may differ there; without ties every kind agrees."""
+    b.node("Identity", [_topk(b, op, op.args[0])[1]], out=out)
+
+
+@_reg("numpy.take_along_axis")
+def _take_along_axis(b: _Builder, op: Op, out: str) -> None:
+    """``GatherElements``: both operands expanded to the result shape in the other axes first
+    (numpy broadcasts them; GatherElements does not)."""
+    if _extra_kw(op, ("axis",)) or len(op.args) > 3:
+        raise _Unsupported(f"numpy.take_along_axis with {_extra_kw(op, ('axis',))}")
+    x, idx = op.args[:2]
+    axis = _static(op, "axis", 2, -1)
+    dt, oshape = _out_dtype(op), _shape(op.out.type)
+    xn, xshape = b.cast(x, dt), b.meta(x)[1]
+    if axis is None:
+        xn, xshape, axis = b.node("Reshape", [xn, b.ints([-1])]), (int(np.prod(xshape)),), 0
+    axis = int(axis) % len(xshape)
+    xs = list(oshape)
+    xs[axis] = xshape[axis]
+    if tuple(xs) != tuple(xshape):
+        xn = b.node("Expand", [xn, b.ints(xs)])
+    ii = b.cast(idx, "int64")
+    if tuple(b.meta(idx)[1]) != tuple(oshape):
+        ii = b.node("Expand", [ii, b.ints(oshape)])
+    b.node("GatherElements", [xn, ii], out=out, axis=axis)
+
+
+def _argext(onnx_op: str) -> Emit:
+    """``np.argmax``/``argmin`` (``ArgMax``/``ArgMin``; first index of ties, as numpy), over the
+    flattened array for ``axis=None``; booleans compared as integers (no boolean kernel)."""
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        extra = _extra_kw(op, ("axis", "keepdims"))
+        if extra or len(op.args) > 2:
+            raise _Unsupported(f"{op.prim} with {extra}")
+        x = op.args[0]
+        dt, shape = b.meta(x)
+        name = b.cast(x, "int64") if dt == "bool" else b.atom(x)[0]
+        axis = _static(op, "axis", 1, None)
+        if axis is None:
+            name, axis = b.node("Reshape", [name, b.ints([-1])]), 0
+        r = b.node(onnx_op, [name], axis=int(axis) % max(len(shape), 1), keepdims=0, select_last_index=0)
+        b.node("Reshape", [r, b.ints(_shape(op.out.type))], out=out)
+    return emit
+
+
+OPS["numpy.argmax"] = OPS["numpy.ndarray.argmax"] = _argext("ArgMax")
+OPS["numpy.argmin"] = OPS["numpy.ndarray.argmin"] = _argext("ArgMin")
+
+
+def _anyall(onnx_op: str) -> Emit:
+    """``np.any``/``np.all``: ``ReduceMax``/``ReduceMin`` of the booleans (``x != 0``); a reduction
+    over no elements (onnxruntime rejects it for booleans) is the constant False/True."""
+    reduce = _reduce(onnx_op)
+
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        _, shape = b.meta(op.args[0])
+        axes = _axes(op, len(shape))
+        if any(shape[a] == 0 for a in (range(len(shape)) if axes is None else axes)):
+            fill = onnx_op == "ReduceMin"
+            b.node("Identity", [b.array(np.full(_shape(op.out.type), fill))], out=out)
+            return
+        reduce(b, op, out)
+    return emit
+
+
+OPS["numpy.any"] = OPS["numpy.ndarray.any"] = _anyall("ReduceMax")
+OPS["numpy.all"] = OPS["numpy.ndarray.all"] = _anyall("ReduceMin")
+OPS["numpy.ndarray.prod"] = OPS["numpy.prod"]
+
+
+def _isfloat(b: _Builder, x: Any) -> bool:
+    return np.issubdtype(np.dtype(b.meta(x)[0]), np.floating)
+
+
+@_reg("numpy.isnan", "numpy.isinf", "numpy.isfinite", "math.isnan", "math.isinf", "math.isfinite")
+def _isnan(b: _Builder, op: Op, out: str) -> None:
+    """``IsNaN``, ``IsInf``, ``Not(IsNaN or IsInf)``; integers and booleans are never NaN or infinite."""
+    (x,) = _args(op, 1)
+    what = op.prim.rsplit(".", 1)[1]
+    if not _isfloat(b, x):
+        b.node("Identity", [b.array(np.full(_shape(op.out.type), what == "isfinite"))], out=out)
+        return
+    name = b.atom(x)[0]
+    if what == "isnan":
+        b.node("IsNaN", [name], out=out)
+    elif what == "isinf":
+        b.node("IsInf", [name], out=out)
+    else:
+        b.node("Not", [b.node("Or", [b.node("IsNaN", [name]), b.node("IsInf", [name])])], out=out)
+
+
+# ---- shape manipulation ---------------------------------------------------------------------
+
+def _split(b: _Builder, op: Op, outs: list[str]) -> None:
+    """``np.split``/``np.array_split``: one ``Slice`` per piece; the pieces' lengths are in the
+    output types, so the sections or split points need no interpretation here."""
+    if _extra_kw(op, ("axis",)) or len(op.args) > 3:
+        raise _Unsupported(f"{op.prim} with {_extra_kw(op, ('axis',))}")
+    x = op.args[0]
+    dt, shape = b.meta(x)
+    axis = int(_static(op, "axis", 2, 0)) % len(shape)
+    start = 0
+    for v, nm in zip(op.outs, outs):
+        n = _shape(v.type)[axis]
+        b.node("Slice", [b.cast(x, _dtype(v.type)), b.ints([start]), b.ints([start + n]), b.ints([axis])], out=nm)
+        start += n
+
+
+MULTI_OPS["numpy.split"] = MULTI_OPS["numpy.array_split"] = _split
+
+
+@_reg("numpy.pad")
+def _pad(b: _Builder, op: Op, out: str) -> None:
+    """``Pad``: modes ``constant`` (one constant value), ``edge``, ``reflect`` and ``wrap`` (numpy's
+    and ONNX's agree while a pad is shorter than the axis); ``symmetric`` has no ONNX mode."""
+    extra = _extra_kw(op, ("mode", "constant_values"))
+    if extra or len(op.args) > 3:
+        raise _Unsupported(f"numpy.pad with {extra}")
+    x = op.args[0]
+    dt, shape = _out_dtype(op), b.meta(op.args[0])[1]
+    if not shape:
+        raise _Unsupported("numpy.pad of a 0-d array")
+    mode = _static(op, "mode", 2, "constant")
+    widths = np.broadcast_to(np.asarray(_static(op, "pad_width", 1, None), dtype=np.int64), (len(shape), 2))
+    pads = b.ints(list(widths[:, 0]) + list(widths[:, 1]))
+    if mode == "constant":
+        cv = _arg(op, "constant_values")
+        if cv is None:
+            cv = Const(0, ScalarT("int"))
+        elif isinstance(cv, Const) and np.ndim(cv.value):
+            vals = np.unique(np.asarray(cv.value))
+            if vals.size != 1:
+                raise _Unsupported("numpy.pad with different constant values per side")
+            cv = Const(vals.reshape(()), ScalarT("float"))
+        elif b.meta(cv)[1]:
+            raise _Unsupported("numpy.pad with traced constant values per side")
+        b.node("Pad", [b.cast(x, dt), pads, b.cast(cv, dt)], out=out, mode="constant")
+        return
+    fits = {"edge": lambda n, w: n > 0, "reflect": lambda n, w: n > w, "wrap": lambda n, w: n >= w}
+    if mode not in fits or any(max(w0, w1) and not fits[mode](n, max(w0, w1)) for n, (w0, w1) in zip(shape, widths)):
+        raise _Unsupported(f"numpy.pad(mode={mode!r}) of these widths")
+    b.node("Pad", [b.cast(x, dt), pads], out=out, mode=mode)
+
+
+@_reg("numpy.tile")
+def _tile(b: _Builder, op: Op, out: str) -> None:
+    """``Tile``, with ``reps`` and the array's shape padded with leading ones to the same length."""
+    x = _args(op, 2)[0]
+    reps = _static(op, "reps", 1, None)
+    reps = [int(r) for r in np.atleast_1d(reps)]
+    shape = b.meta(x)[1]
+    name = b.cast(x, _out_dtype(op))
+    if len(shape) < len(reps):
+        name = b.node("Reshape", [name, b.ints([1] * (len(reps) - len(shape)) + list(shape))])
+    reps = [1] * (len(shape) - len(reps)) + reps
+    b.node("Tile", [name, b.ints(reps)], out=out)
+
+
+@_reg("numpy.repeat", "numpy.ndarray.repeat")
+def _repeat(b: _Builder, op: Op, out: str) -> None:
+    """``Gather`` with the constant index ``np.repeat(arange(n), repeats)`` (static repeats only: traced
+    ones make the length data-dependent)."""
+    if _extra_kw(op, ("axis",)) or len(op.args) > 3:
+        raise _Unsupported(f"{op.prim} with {_extra_kw(op, ('axis',))}")
+    x = op.args[0]
+    repeats = _static(op, "repeats", 1, None)
+    axis = _static(op, "axis", 2, None)
+    name, shape = b.cast(x, _out_dtype(op)), b.meta(x)[1]
+    if axis is None:
+        name, shape, axis = b.node("Reshape", [name, b.ints([-1])]), (int(np.prod(shape)),), 0
+    axis = int(axis) % len(shape)
+    idx = np.repeat(np.arange(shape[axis], dtype=np.int64), repeats)
+    b.node("Gather", [name, b.array(idx)], out=out, axis=axis)
+
+
+def _trilu(upper: int) -> Emit:
+    """``Trilu`` (float64, integer and boolean kernels), ``k`` static."""
+    def emit(b: _Builder, op: Op, out: str) -> None:
+        if _extra_kw(op, ("k",)) or len(op.args) > 2:
+            raise _Unsupported(f"{op.prim} with {_extra_kw(op, ('k',))}")
+        x = op.args[0]
+        if len(b.meta(x)[1]) < 2:
+            raise _Unsupported(f"{op.prim} of a 1-D array")
+        k = int(_static(op, "k", 1, 0))
+        b.node("Trilu", [b.cast(x, _out_dtype(op)), b.array(np.int64(k))], out=out, upper=upper)
+    return emit
+
+
+OPS["numpy.tril"] = _trilu(0)
+OPS["numpy.triu"] = _trilu(1)
+
+
+@_reg("numpy.convolve", "numpy.correlate")
+def _convolve(b: _Builder, op: Op, out: str) -> None:
+    """``np.convolve``/``np.correlate`` of 1-D arrays: the full convolution ``f[k] = sum_j a[k-j] w[j]``
+    (``w = v``, or ``v`` reversed for a correlation) as windows of ``a`` (a ``Gather`` with a
+    constant index; positions off its ends read an appended zero) times ``w`` reversed (``MatMul``),
+    the windows restricted to the ones ``mode`` keeps (numpy's offsets, which differ for ``same``)."""
+    if _extra_kw(op, ("mode",)) or len(op.args) > 3:
+        raise _Unsupported(f"{op.prim} with {_extra_kw(op, ('mode',))}")
+    a, v = op.args[:2]
+    correlate = op.prim == "numpy.correlate"
+    mode = _static(op, "mode", 2, "valid" if correlate else "full")
+    dt = _out_dtype(op)
+    (n,), (m,) = b.meta(a)[1], b.meta(v)[1]
+    if not n or not m:
+        raise _Unsupported(f"{op.prim} of an empty array")
+    same = n // 2 if correlate and m > n else (min(n, m) - 1) // 2
+    lo = {"full": 0, "same": same, "valid": min(n, m) - 1}.get(mode)
+    if lo is None:
+        raise _Unsupported(f"{op.prim}(mode={mode!r})")
+    length = _shape(op.out.type)[0]
+    win = (lo + np.arange(length)[:, None] + np.arange(m)[None, :] - (m - 1)).astype(np.int64)
+    win[(win < 0) | (win >= n)] = n
+    ext = b.node("Concat", [b.cast(a, dt), b.array(np.zeros(1, dtype=dt))], axis=0)
+    w = b.cast(v, dt)
+    if not correlate:
+        w = b.node("Slice", [w, b.ints([-1]), b.ints([_INT64_MIN]), b.ints([0]), b.ints([-1])])
+    b.node("MatMul", [b.node("Gather", [ext, b.array(win)], axis=0), w], out=out)
+
+
+# ---- complex parts of real arrays, copies, guards ---------------------------------------------
+
+def _real_input(b: _Builder, op: Op) -> Any:
+    (x,) = _args(op, 1)
+    dt = b.meta(x)[0]
+    if dt not in _DT:
+        raise _Unsupported(f"{op.prim} of {dt}")
+    return x
+
+
+@_reg("numpy.real", "numpy.conjugate", "numpy.conj", "numpy.ndarray.conjugate", "numpy.ndarray.conj")
+def _real(b: _Builder, op: Op, out: str) -> None:
+    """The real part (and the conjugate) of a real array is the array (complex arrays have no ONNX type)."""
+    b.node("Identity", [b.cast(_real_input(b, op), _out_dtype(op))], out=out)
+
+
+@_reg("numpy.imag")
+def _imag(b: _Builder, op: Op, out: str) -> None:
+    """The imaginary part of a real array is zero."""
+    _real_input(b, op)
+    b.node("Identity", [b.array(np.zeros(_shape(op.out.type), dtype=_out_dtype(op)))], out=out)
+
+
+@_reg("irad.ops.copyto")
+def _copyto(b: _Builder, op: Op, out: str) -> None:
+    """``np.copyto(dst, src)`` as a value: ``src`` cast to ``dst``'s dtype and broadcast to its shape."""
+    dst, src = _args(op, 2)
+    b.node("Identity", [_expand_to(b, src, _out_dtype(op), b.meta(dst)[1])], out=out)
+
+
+def _guard_shape(b: _Builder, op: Op, outs: list[str]) -> None:
+    """No node.  ``guard_shape`` asserts that a value whose *length depends on the data* (``x[mask]``,
+    ``np.nonzero``, ...) still has its traced shape; it is not about input shapes.  ONNX has no assert
+    op, but every producer of such a value that this table maps (``x[mask]``: ``Compress``) ends in a
+    ``Reshape`` to the traced shape, which the runtime refuses for data of another length: that
+    Reshape is the guard.  Producers that are not mapped block the export themselves."""
+
+
+MULTI_OPS["irad.ops.guard_shape"] = _guard_shape
+
+
+@_reg("builtins.max", "builtins.min")
+def _builtin_max(b: _Builder, op: Op, out: str) -> None:
+    """``max(a, b, ...)``/``max([a, b, ...])`` of scalars of one dtype: a variadic ``Max``/``Min``
+    (Python returns one of its arguments, so mixed int/float arguments have a data-dependent type)."""
+    if _extra_kw(op):
+        raise _Unsupported(f"{op.prim} with {_extra_kw(op)}")
+    parts = list(op.args[0]) if len(op.args) == 1 and isinstance(op.args[0], (list, tuple)) else list(op.args)
+    dt = _out_dtype(op)
+    if not parts or any(b.meta(a)[1] or b.meta(a)[0] != dt for a in parts):
+        raise _Unsupported(f"{op.prim} of arrays or of mixed types")
+    b.node("Max" if op.prim == "builtins.max" else "Min", [b.cast(a, dt) for a in parts], out=out)
