@@ -226,17 +226,19 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None) -> dict[int, Pla
     exporter uses the same plans to write a rule as named functions instead of splicing it."""
     fwd_at = {op.outs[-1].id: k for k, op in enumerate(g.ops) if op.prim == "rule_fwd"}
     pullbacks: dict[int, list[int]] = {}
-    blocked: set[int] = set()
+    blocked: dict[int, str] = {}  # state id -> why the rule stays a call
     for k, op in enumerate(g.ops):
         for i, v in enumerate(op.inputs):
             if v.id in fwd_at:
                 if op.prim == "pullback" and op.args[0] == v and i == 0:
                     pullbacks.setdefault(v.id, []).append(k)
+                elif op.prim == "call_pullback":
+                    blocked[v.id] = "its pullback is a closure irad could not lift into a named function"
                 else:
-                    blocked.add(v.id)  # the state is read by something else
+                    blocked[v.id] = f"its state is read by {op.prim}, not only by its pullback"
     for o in g.outputs:
         if isinstance(o, Var) and o.id in fwd_at:
-            blocked.add(o.id)
+            blocked[o.id] = "its state is an output of the graph"
     next_id = 1 + max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs])
     sp = _Splicer(next_id)
     rng = np.random.default_rng(0)
@@ -252,7 +254,7 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None) -> dict[int, Pla
         if sid in blocked:
             if reasons is not None:
                 for pk in [k] + pullbacks.get(sid, []):
-                    reasons[pk] = "its state is read by an op that is not its pullback"
+                    reasons[pk] = blocked[sid]
             continue
         op = g.ops[k]
         rule = op.kw("_rule")

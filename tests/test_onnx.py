@@ -183,6 +183,7 @@ def test_export_error_lists_every_blocking_op_with_its_line():
     assert f"numpy.arctan at {_line(bad, 'np.arctan')}: no ONNX mapping" in msg
     assert f"irad.ops.guard at {_line(bad, 'if x[0]')}: value-dependent control flow" in msg
     assert "call_pullback[" in msg and "opaque" in msg and "Pullback" in msg
+    assert "a rule with no ONNX form: its pullback is a closure irad could not lift" in msg
     assert f"at {_line(bad, 'opaque(y)')}" in msg
     assert len(err.problems) >= 3
 
