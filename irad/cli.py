@@ -184,9 +184,11 @@ def cmd_export(ns: argparse.Namespace) -> int:
 
     import irad.onnx
 
-    model = irad.onnx.export(func, *args, argnums=argnums, gradient=not ns.forward, path=ns.output)
+    model = irad.onnx.export(func, *args, argnums=argnums, gradient=not ns.forward, path=ns.output,
+                             inline=not ns.rules_as_functions)
     g = model.graph
-    print(f"wrote {ns.output}: {len(g.node)} ONNX nodes, opset {model.opset_import[0].version}")
+    fns = f", {len(model.functions)} functions (rules)" if model.functions else ""
+    print(f"wrote {ns.output}: {len(g.node)} ONNX nodes{fns}, opset {model.opset_import[0].version}")
     print("  inputs:  " + ", ".join(i.name for i in g.input))
     print("  outputs: " + ", ".join(o.name for o in g.output))
     return 0
@@ -223,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--argnums", metavar="EXPR", default=None,
                         help="which arguments to differentiate: an int or a tuple (default 0)")
     export.add_argument("--forward", action="store_true", help="export the forward function only, no gradient")
+    export.add_argument("--rules-as-functions", action="store_true",
+                        help="keep each rule a call of an ONNX function named after it (pullback.numpy.tanh) "
+                             "instead of inlining its ops")
     export.add_argument("-o", "--output", metavar="MODEL.onnx", required=True, help="where to write the model")
     export.set_defaults(func=cmd_export)
     return parser

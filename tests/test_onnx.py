@@ -287,6 +287,10 @@ def test_cli_export(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert f"wrote {out}" in printed and "outputs: value, grad.w" in printed
     onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+    assert main(["export", target, "--args", "np.ones(3), np.ones((5, 3)), np.zeros(5)", "-o", str(out),
+                 "--rules-as-functions"]) == 0
+    assert "functions (rules)" in capsys.readouterr().out
+    assert "pullback.numpy.logaddexp" in {f.name for f in onnx.load(str(out)).functions}
     bad = tmp_path / "bad.py"
     bad.write_text("import numpy as np\n\ndef f(x):\n    return np.linalg.inv(x).sum()\n")
     assert main(["export", f"{bad}:f", "--args", "2.0 * np.eye(2)", "-o", str(tmp_path / "b.onnx")]) == 1
