@@ -110,6 +110,7 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
         if op.outs and not registry.is_nondiff(op.fn) and any(v.id in active for v in op.inputs):
             # a user object rebuilt from active attributes carries their gradient (a dict of them)
             active.update(o.id for o in op.outs if is_differentiable(o.type) or op.prim == "irad.ops.rebuild")
+    _check_no_opaque_path(g, active)
     # backward usefulness: which active values reach an output
     useful: set[int] = {o.id for o in g.outputs if isinstance(o, Var) and o.id in active}
     on_path: list[bool] = [False] * len(g.ops)
@@ -316,12 +317,58 @@ def _accumulate(b: _Builder, cot: dict[int, Any], v: Var, c: Any) -> None:
     cot[v.id] = b.emit(operator.add, (old, c), total, _hint(v) + "_bar")
 
 
+def _check_no_opaque_path(g: Graph, active: set[int]) -> None:
+    """Refuse a gradient that would be silently lost: an opaque object (a C object such as
+    ``np.poly1d(c)`` or ``memoryview(x)``) made from differentiated values cannot carry their
+    cotangent, so a float computed from it and returned would get a zero gradient."""
+    tainted: dict[int, Op] = {}  # opaque value -> the op that made it from differentiated values
+    reads: list[tuple[Op, Op]] = []  # (op reading a tainted value, the op that made that value)
+    for op in g.ops:
+        if not op.outs or registry.is_nondiff(op.fn) or op.prim == "irad.ops.rebuild":
+            continue
+        src = next((tainted[v.id] for v in op.inputs if v.id in tainted), None)
+        if src is None and not any(v.id in active for v in op.inputs):
+            continue
+        for o in op.outs:
+            if _holds_objects(o.type):
+                tainted.setdefault(o.id, src or op)
+        if src is not None and any(is_differentiable(o.type) for o in op.outs):
+            reads.append((op, src))
+    if not reads:
+        return
+    needed = {o.id for o in g.outputs if isinstance(o, Var)}
+    for op in reversed(g.ops):
+        if any(o.id in needed for o in op.outs):
+            needed.update(v.id for v in op.inputs)
+    for op, src in reads:
+        if any(o.id in needed and is_differentiable(o.type) for o in op.outs):
+            made = f" at {src.loc.long}" if src.loc else ""
+            where = f" at {op.loc.long}" if op.loc else ""
+            obj = next((str(o.type) for o in src.outs if _holds_objects(o.type)), "object")
+            raise NoRuleError(
+                f"the gradient would flow through an opaque {obj} object: {src.prim}{made} made it from "
+                f"differentiated values, and {op.prim}{where} reads a float out of it; irad cannot "
+                "differentiate through objects it does not trace (the gradient would be silently lost).\n"
+                f"  Compute with arrays and numpy functions instead, or give {src.prim} a rule (@irad.rrule).")
+
+
+def _holds_objects(t: Any) -> bool:
+    """Values that can hold numbers irad does not see: opaque objects, object and string arrays."""
+    if isinstance(t, OpaqueT):
+        return True
+    return isinstance(t, ArrayT) and not t.dtype.startswith(("float", "complex", "longdouble", "int", "uint", "bool"))
+
+
 def _no_rule(op: Op, args: list[Any]) -> NoRuleError:
     types_ = ", ".join(str(typeof(a)) if not isinstance(a, (list, tuple)) else type(a).__name__ for a in args)
     where = f" at {op.loc.long}" if op.loc else ""
     short = op.prim.rsplit(".", 1)[-1]
+    from .trace import LIBRARY_FAILURES
+    failed = LIBRARY_FAILURES.get(op.prim)
+    why = (f"irad could not trace through its Python body ({failed})" if failed is not None
+           else "irad cannot trace through it (it is not Python code)")
     return NoRuleError(
-        f"no reverse rule for {op.prim}({types_}){where}; irad cannot trace through it (it is not Python code).\n"
+        f"no reverse rule for {op.prim}({types_}){where}; {why}.\n"
         f"  Define one, e.g.\n"
         f"    @irad.rrule({op.prim})\n"
         f"    def _({', '.join('x%d' % i for i in range(len(args)))}):\n"

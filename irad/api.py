@@ -16,7 +16,7 @@ import numpy as np
 
 from . import ad
 from .errors import GradError, GuardError
-from .ir import Graph, Var
+from .ir import Const, Graph, Var
 from .lower import lower
 from .pytree import TreeDef, flatten, unflatten
 from .rules import registry
@@ -217,7 +217,8 @@ def _build(f: Callable[..., Any], g: Graph, values: dict[int, Any], args: tuple[
     fname = getattr(f, "__name__", "f")
     outs = [o for o in g.outputs]
     if len(outs) != 1 or (isinstance(outs[0], Var) and getattr(outs[0].type, "shape", ()) != ()) \
-            or not outs[0].type.is_float and isinstance(outs[0], Var):
+            or not outs[0].type.is_float and isinstance(outs[0], Var) \
+            or isinstance(outs[0], Const) and isinstance(outs[0].value, (bool, int, np.bool_, np.integer)):
         types_ = ", ".join(str(o.type) for o in outs)
         raise GradError(f"grad of {fname}: the function must return one float scalar, it returned ({types_}); "
                         "use irad.vjp for other outputs")
@@ -451,7 +452,8 @@ def evaluate_residuals(fwd_g: Graph, joint: ad.Joint, values: dict[int, Any]) ->
     from .ir import bind_outputs, map_atoms
     # NOTE: rule state may have changed form in the passes (a lifted closure's state is its
     # captured values): state values are recomputed, never reused
-    env = {k: v for k, v in joint.values.items() if k not in _state_ids(joint.graph)}
+    states = _state_ids(joint.graph)  # NOTE: once, not once per value (that was quadratic)
+    env = {k: v for k, v in joint.values.items() if k not in states}
     need = [o for o in fwd_g.outputs[joint.n_outputs:] if isinstance(o, Var) and o.id not in env]
     if need:
         from .effects import is_impure_prim

@@ -6,35 +6,51 @@ named rules, so irad traces it like any user function.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .pytree import flatten, unflatten
 
+#: parameter names of irad.vjp / irad.compile that a keyword argument of f must not shadow
+_API_NAMES = frozenset({"f", "argnums", "passes"})
+
 
 def _is_float_leaf(x: Any) -> bool:
-    if type(x) is float:
+    """A differentiable leaf: a real or complex floating-point number or array."""
+    if type(x) in (float, complex):
         return True
     if isinstance(x, (np.ndarray, np.generic)):
-        return np.issubdtype(np.asarray(x).dtype, np.floating)
+        return np.asarray(x).dtype.kind in "fc"
     return False
 
 
+def _is_complex(x: Any) -> bool:
+    return type(x) is complex or (isinstance(x, (np.ndarray, np.generic)) and np.asarray(x).dtype.kind == "c")
+
+
 def _rand_like(x: Any, rng: np.random.Generator) -> Any:
-    if type(x) is float:
-        return float(rng.standard_normal())
-    a = rng.standard_normal(np.shape(x))
-    return a if isinstance(x, np.ndarray) else np.float64(a)
+    """A random direction of ``x``'s type and shape (complex for complex ``x``)."""
+    shape = np.shape(x)
+    a = rng.standard_normal(shape)
+    if _is_complex(x):
+        a = a + 1j * rng.standard_normal(shape)
+    if type(x) in (float, complex):
+        return type(x)(a)
+    if isinstance(x, np.ndarray):
+        return a
+    return np.complex128(a) if _is_complex(x) else np.float64(a)
 
 
 def _inner(a: Any, b: Any) -> float:
+    """``Re(sum(conj(a) * b))`` leaf by leaf: irad's convention for complex cotangents."""
     la, lb = flatten(a)[0], flatten(b)[0]
     total = 0.0
     for x, y in zip(la, lb):
         if x is None or y is None:
             continue
-        total += float(np.sum(np.asarray(x, dtype=float) * np.asarray(y, dtype=float)))
+        total += float(np.real(np.sum(np.conj(np.asarray(x)) * np.asarray(y))))
     return total
 
 
@@ -44,23 +60,42 @@ def _shift(args: tuple[Any, ...], nums: Sequence[int], dirs: dict[int, Any], eps
         leaves, tree = flatten(args[a])
         dl = flatten(dirs[a])[0]
         new = [x + eps * d if d is not None else x for x, d in zip(leaves, dl)]
-        new = [float(n) if type(x) is float else n for n, x in zip(new, leaves)]
+        new = [type(x)(n) if type(x) in (float, complex) else n for n, x in zip(new, leaves)]
         out[a] = unflatten(tree, new)
     return tuple(out)
 
 
-def check_grads(f: Callable[..., Any], *args: Any, order: int = 1, argnums: Sequence[int] | int | None = None,
+def check_grads(f: Callable[..., Any], /, *args: Any, order: int = 1, argnums: Sequence[int] | int | None = None,
                 eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-6, seed: int = 0, **kwargs: Any) -> None:
     """Check irad's reverse mode on ``f`` at ``args`` against central finite differences.
 
     For random directions ``v`` (inputs) and ``u`` (outputs): ``<vjp(u), v>`` must equal
-    ``<u, (f(x + eps v) - f(x - eps v)) / 2 eps>``.  For scalar ``f`` the compiled
-    ``value_and_grad`` program is checked too.  ``order=2`` also checks the gradient of the
-    gradient (the generated program, traced and differentiated by irad).
+    ``<u, (f(x + eps v) - f(x - eps v)) / 2 eps>``, with ``<a, b> = Re(sum(conj(a) b))`` so
+    complex arguments and outputs are checked with irad's convention.  ``argnums`` (default: every
+    argument with float or complex leaves) selects the arguments checked; the others are constants.
+    For scalar ``f`` the compiled ``value_and_grad`` program is checked too.  ``order=2`` also
+    checks the gradient of the gradient (the generated program, traced and differentiated by irad).
     """
     from .api import compile as irad_compile
     from .api import vjp
 
+    if set(kwargs) & _API_NAMES:  # `f=`, `argnums=`, ...: keywords of f that irad's API would take as its own
+        name = getattr(f, "__name__", "f")
+        f = functools.partial(f, **kwargs)
+        f.__name__ = name  # type: ignore[attr-defined]
+        kwargs = {}
+    if argnums is not None:
+        sel = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        fixed = [i for i in range(len(args)) if i not in sel and any(_is_float_leaf(x) for x in flatten(args[i])[0])]
+        if fixed:  # float arguments not checked (a Bessel order): constants, so irad never differentiates them
+            def restricted(*chosen: Any) -> Any:
+                full = list(args)
+                for i, v in zip(sel, chosen):
+                    full[i] = v
+                return f(*full, **kwargs)
+            restricted.__name__ = getattr(f, "__name__", "f")
+            check_grads(restricted, *[args[i] for i in sel], order=order, eps=eps, rtol=rtol, atol=atol, seed=seed)
+            return
     rng = np.random.default_rng(seed)
     if argnums is None:
         nums = tuple(i for i, a in enumerate(args) if any(_is_float_leaf(x) for x in flatten(a)[0]))
@@ -81,16 +116,15 @@ def check_grads(f: Callable[..., Any], *args: Any, order: int = 1, argnums: Sequ
     lhs = sum(_inner(cots[a], dirs[a]) for a in nums)
     plus = f(*_shift(args, nums, dirs, eps), **kwargs)
     minus = f(*_shift(args, nums, dirs, -eps), **kwargs)
-    fd = [(np.asarray(p, dtype=float) - np.asarray(m, dtype=float)) / (2 * eps)
-          for p, m in zip(flatten(plus)[0], flatten(minus)[0])]
+    fd = [(_numeric(p) - _numeric(m)) / (2 * eps) for p, m in zip(flatten(plus)[0], flatten(minus)[0])]
     rhs = _inner(u, unflatten(flatten(y)[1], fd))
     _close(lhs, rhs, rtol, atol, f"check_grads: VJP of {getattr(f, '__name__', f)} disagrees with finite differences")
 
-    scalar = len(flatten(y)[0]) == 1 and np.ndim(flatten(y)[0][0]) == 0
+    scalar = len(flatten(y)[0]) == 1 and np.ndim(flatten(y)[0][0]) == 0 and not _is_complex(flatten(y)[0][0])
     if scalar:
         prog = irad_compile(f, *args, argnums=nums, **kwargs)
         value, grads = prog(*args, **kwargs)
-        np.testing.assert_allclose(value, y_ref, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(flatten(value)[0][0], flatten(y_ref)[0][0], rtol=1e-10, atol=1e-12)
         g_dir = sum(_inner(grads[k], dirs[a]) for k, a in enumerate(nums))
         _close(g_dir * float(flatten(u)[0][0]), lhs, rtol, atol,
                f"check_grads: compiled gradient of {getattr(f, '__name__', f)} disagrees with its VJP")
@@ -122,18 +156,30 @@ def _check_second_order(f: Callable[..., Any], args: tuple[Any, ...], kwargs: di
         outs = fn(*d)
         total = 0.0
         for gl, w in zip(outs[n_out:], weights):
-            total = total + np.sum(gl * w)
+            total = total + _dot(w, gl)
         return total
 
     float_pos = [i for i, x in enumerate(dyn) if _is_float_leaf(x)]
     check_grads(second, *dyn, order=1, argnums=float_pos, eps=eps, rtol=max(rtol, 1e-4), atol=max(atol, 1e-5))
 
 
+def _numeric(x: Any) -> np.ndarray:
+    a = np.asarray(x)
+    return a if a.dtype.kind == "c" else a.astype(float)
+
+
 def _weighted_sum(y: Any, u: Any) -> Any:
     total = 0.0
     for a, b in zip(flatten(y)[0], flatten(u)[0]):
-        total = total + np.sum(a * b)
+        total = total + _dot(b, a)
     return total
+
+
+def _dot(w: Any, a: Any) -> Any:
+    """``Re<w, a>`` for a constant weight ``w``, written so that irad can trace it."""
+    if _is_complex(w):
+        return np.real(np.sum(np.conj(w) * a))
+    return np.sum(a * w)
 
 
 def _close(a: float, b: float, rtol: float, atol: float, msg: str) -> None:

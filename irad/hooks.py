@@ -12,10 +12,13 @@ from typing import Any, Callable
 
 
 class _State:
-    __slots__ = ("tracer",)
+    __slots__ = ("tracer", "outer")
 
     def __init__(self) -> None:
         self.tracer: Any = None
+        #: the tracers paused by ``paused()`` (outermost first): a nested transform compiles while
+        #: they wait, and the values they trace are values of the nested function's closures
+        self.outer: tuple[Any, ...] = ()
 
 
 STATE = _State()
@@ -271,8 +274,10 @@ class paused:
     """``with paused():`` runs irad's own machinery (compiling a nested transform) untraced."""
 
     def __enter__(self) -> None:
-        self.prev = STATE.tracer
+        self.prev, self.prev_outer = STATE.tracer, STATE.outer
+        if self.prev is not None:
+            STATE.outer = STATE.outer + (self.prev,)
         STATE.tracer = None
 
     def __exit__(self, *exc: Any) -> None:
-        STATE.tracer = self.prev
+        STATE.tracer, STATE.outer = self.prev, self.prev_outer

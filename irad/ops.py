@@ -27,6 +27,25 @@ def guard_shape(value: Any, expected: tuple[int, ...]) -> None:
         raise GuardError(f"guard failed: shape is {np.shape(value)}, traced with {expected}")
 
 
+class Captured:
+    """Holds a value that an enclosing trace follows, read by a nested transform's function
+    (``x`` in ``grad(lambda y: x * y)`` inside a traced function): see ``capture``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "captured"
+
+
+def capture(holder: Captured) -> Any:
+    """The captured value itself.  Under the enclosing trace the tracer hands back the very object
+    it follows, so the nested program's result keeps depending on it (irad.trace.Tracer.call)."""
+    return holder.value
+
+
 def setitem(a: Any, index: Any, v: Any) -> np.ndarray:
     """``a[index] = v`` as a new array."""
     out = np.array(a, copy=True)
@@ -45,10 +64,10 @@ def fill(a: np.ndarray, v: Any) -> np.ndarray:
     return np.full_like(a, v)
 
 
-def copyto(dst: np.ndarray, src: Any) -> np.ndarray:
-    """``np.copyto(dst, src)`` as a new array."""
+def copyto(dst: np.ndarray, src: Any, where: Any = True) -> np.ndarray:
+    """``np.copyto(dst, src, casting="unsafe", where=where)`` as a new array."""
     out = np.array(dst, copy=True)
-    np.copyto(out, src)
+    np.copyto(out, src, casting="unsafe", where=where)
     return out
 
 

@@ -273,11 +273,17 @@ def run_dunder_builtin(t: Tracer, f: Any, args: tuple[Any, ...], kwargs: dict[st
 def _copyto(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     from . import ops as irad_ops
     dst, src = args[0], args[1]
-    if kwargs or len(args) > 2:
-        raise t.unsupported("np.copyto with casting=/where=", "use np.where and assignment")
+    opts = dict(zip(("casting", "where"), args[2:]))
+    opts.update(kwargs)
+    if opts.keys() - {"casting", "where"}:
+        raise t.unsupported(f"np.copyto({', '.join(sorted(opts.keys() - {'casting', 'where'}))}=...)",
+                            "use np.where and assignment")
+    where = opts.get("where", True)
+    np.copyto(np.empty_like(dst), src, **opts)  # numpy's own checks (casting, shapes), without writing dst
     before = t.before_mutation(dst, "np.copyto")
-    atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(src)), {})
-    np.copyto(dst, src)
+    extra = () if where is True else (t.atom(where),)
+    atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(src)) + extra, {})
+    np.copyto(dst, src, **opts)
     t.rebind(dst, irad_ops.copyto, atoms)
 
 
@@ -303,11 +309,72 @@ def ufunc_at(ufunc: Any) -> Handler:
     return run
 
 
-def _unsupported_mutator(name: str) -> Handler:
-    def run(t: Tracer, *rest: Any) -> Any:
-        raise t.unsupported(f"the in-place function {name} on traced values",
-                            "write the update out of place (e.g. with np.where or a[i] = v)")
-    return run
+def _put(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``np.put(a, ind, v, mode)`` is ``a.flat[ind] = v`` with ``v`` repeated as needed: an
+    assignment at the unravelled indices (the last of repeated indices wins, as in numpy)."""
+    a, ind, v = args[:3]
+    mode = args[3] if len(args) > 3 else kwargs.get("mode", "raise")
+    if t.deep_tracked(ind) or not isinstance(a, np.ndarray):
+        raise t.unsupported("np.put with traced indices", "write a[np.unravel_index(ind, a.shape)] = v")
+    np.put(np.empty_like(a), ind, np.zeros(np.shape(v)), mode)  # numpy's own checks, without writing a
+    flat = np.asarray(ind, dtype=np.intp).ravel()
+    if mode == "wrap":
+        flat = flat % a.size
+    elif mode == "clip":
+        flat = np.clip(flat, 0, a.size - 1)
+    else:
+        flat = np.where(flat < 0, flat + a.size, flat)
+    vals = t.call(np.resize, (v, (flat.size,)), {}) if np.size(v) != flat.size else t.call(np.ravel, (v,), {})
+    t.setitem(a, np.unravel_index(flat, a.shape), vals)
+
+
+def _place(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``np.place(a, mask, vals)``: the True positions get ``vals`` repeated, in order."""
+    a, mask, vals = (list(args) + [kwargs.get(k) for k in ("arr", "mask", "vals")[len(args):]])[:3]
+    if not isinstance(a, np.ndarray):
+        raise t.unsupported("np.place on a non-array", "use a[mask] = v")
+    m = t.call(np.asarray, (mask,), {})
+    if np.shape(m) != a.shape:
+        m = t.call(np.reshape, (m, a.shape), {})
+    n = int(t.call(np.count_nonzero, (m,), {}))
+    if n == 0:
+        return None
+    t.setitem(a, t.call(np.ndarray.astype, (m, bool), {}), t.call(np.resize, (vals, (n,)), {}))
+    return None
+
+
+def _putmask(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``np.putmask(a, mask, values)``: where mask holds, ``a`` takes ``values`` repeated over all
+    of ``a``'s positions (so element k gets ``values[k % len(values)]``)."""
+    a, mask, values = args[:3]
+    if not isinstance(a, np.ndarray):
+        raise t.unsupported("np.putmask on a non-array", "use np.where")
+    m = t.call(np.ndarray.astype, (t.call(np.broadcast_to, (mask, a.shape), {}), bool), {})
+    full = t.call(np.resize, (values, a.shape), {})
+    t.setitem(a, m, t.getitem(full, m))
+    return None
+
+
+def _put_along_axis(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``np.put_along_axis(a, ind, values, axis)``: an assignment at the index ``take_along_axis`` reads."""
+    names = ("arr", "indices", "values", "axis")
+    o = dict(zip(names, args))
+    o.update(kwargs)
+    a, ind, axis = o["arr"], o["indices"], o["axis"]
+    if not isinstance(a, np.ndarray) or o.keys() - set(names):
+        raise t.unsupported("np.put_along_axis with options", "write a[index] = v")
+    if not isinstance(ind, np.ndarray):
+        ind = np.asarray(ind)
+    if axis is None:
+        index: Any = t.call(np.unravel_index, (t.call(np.ravel, (ind,), {}), a.shape), {})
+        vals = t.call(np.ravel, (t.call(np.broadcast_to, (o["values"], ind.shape), {}),), {})
+    else:
+        axis %= a.ndim
+        index = tuple(ind if d == axis else np.arange(n).reshape([-1 if k == d else 1 for k in range(a.ndim)])
+                      for d, n in enumerate(a.shape))
+        vals = o["values"]
+    t.setitem(a, index, vals)
+    return None
 
 
 def _array_fill(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -332,10 +399,66 @@ def _array_unsupported(name: str) -> Handler:
     return run
 
 
+# ---- numpy's internal _array_converter ------------------------------------------------------
+
+try:
+    from numpy._core._multiarray_umath import _array_converter as _ArrayConverter
+except ImportError:  # older numpy: the functions that use it do not exist there either
+    _ArrayConverter = None
+
+
+class _TracedArrayConverter:
+    """Stands in for numpy's C helper ``_array_converter(*arrays)`` (used by np.ediff1d, np.insert,
+    np.apply_along_axis, ...) when traced values go in: it hands back the traced arrays themselves,
+    and ``wrap`` is plain Python, so the tracer sees everything done to them."""
+
+    def __init__(self, conv: Any, originals: tuple[Any, ...], arrays: tuple[Any, ...]) -> None:
+        self._conv, self._originals, self._arrays = conv, originals, arrays
+        self.scalar_input = conv.scalar_input
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._arrays[i]
+
+    def as_arrays(self, subok: bool = True, pyscalars: str = "convert_if_no_array") -> tuple[Any, ...]:
+        native = self._conv.as_arrays(subok=subok, pyscalars=pyscalars)
+        return tuple(orig if n is orig or not isinstance(n, np.ndarray) else arr
+                     for n, orig, arr in zip(native, self._originals, self._arrays))
+
+    def result_type(self, extra_dtype: Any = None, ensure_inexact: bool = False) -> Any:
+        return self._conv.result_type(extra_dtype=extra_dtype, ensure_inexact=ensure_inexact)
+
+    def wrap(self, arr: Any, /, to_scalar: Any = None) -> Any:
+        if to_scalar is None:
+            to_scalar = all(self.scalar_input)
+        if to_scalar and isinstance(arr, np.ndarray) and arr.ndim == 0:
+            return arr[()]
+        return arr
+
+
+def _array_converter(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    conv = _ArrayConverter(*args, **kwargs)
+    if not t.deep_tracked(args):
+        return conv
+    arrays = tuple(t.call(np.asanyarray, (a,), {}) if t.deep_tracked(a) and type(a) is not np.ndarray
+                   else conv[i] for i, a in enumerate(args))
+    for a, arr in zip(args, arrays):
+        if t.deep_tracked(a) and type(arr) is not np.ndarray:
+            raise t.unsupported(f"numpy's _array_converter of a {type(arr).__name__}", "pass plain arrays")
+    return _TracedArrayConverter(conv, args, arrays)
+
+
 # ---- tables ---------------------------------------------------------------------------------
 
 _ITER_CONSUMERS = (builtins.list, builtins.tuple, builtins.enumerate, builtins.zip, builtins.iter,
-                   builtins.set, builtins.frozenset)
+                   builtins.set, builtins.frozenset,
+                   # itertools that only rearrange the items: they see the tracer's items (rows of a traced array)
+                   itertools.combinations, itertools.combinations_with_replacement, itertools.permutations,
+                   itertools.product, itertools.chain, itertools.islice, itertools.zip_longest,
+                   itertools.compress, itertools.cycle, itertools.tee, *([itertools.pairwise]
+                                                                        if hasattr(itertools, "pairwise") else []))
 _STATIC = (builtins.isinstance, builtins.issubclass, builtins.callable, builtins.id, builtins.type,
            np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealobj, np.isscalar, np.iterable, np.result_type,
            np.can_cast, np.min_scalar_type, np.promote_types)
@@ -358,13 +481,13 @@ SPECIAL: dict[int, tuple[Any, Handler]] = _table([
     *[(f, _iter_consumer(f)) for f in _ITER_CONSUMERS],
     *[(f, _static(f)) for f in _STATIC],
     *[(f, _callbacks_at(f, pos)) for f, pos in _CALLBACK_TAKERS],
+    *([(_ArrayConverter, _array_converter)] if _ArrayConverter is not None else []),
 ])
 
 MUTATORS: dict[int, tuple[Any, Handler]] = _table([
     (np.copyto, _copyto), (np.fill_diagonal, _fill_diagonal),
-    (np.put, _unsupported_mutator("np.put")), (np.place, _unsupported_mutator("np.place")),
-    (np.putmask, _unsupported_mutator("np.putmask")),
-    (np.put_along_axis, _unsupported_mutator("np.put_along_axis")),
+    (np.put, _put), (np.place, _place), (np.putmask, _putmask),
+    (np.put_along_axis, _put_along_axis),
 ])
 
 ARRAY_MUTATORS: dict[str, Handler] = {
@@ -372,3 +495,88 @@ ARRAY_MUTATORS: dict[str, Handler] = {
     **{n: _array_unsupported(n) for n in ("put", "itemset", "resize", "partition", "setfield", "byteswap",
                                           "setflags")},
 }
+
+
+# ---- ufunc methods without a rule ------------------------------------------------------------
+# ``np.maximum.accumulate``, ``np.logaddexp.reduce``, ``np.add.reduceat``, ``np.maximum.outer``...:
+# written out with the ufunc itself (which has a rule), so the tracer records ops it can
+# differentiate.  The tracer runs these functions instrumented, like user code.
+
+_NOVALUE = getattr(np, "_NoValue", None)
+
+
+def ufunc_outer(uf: Any, a: Any, b: Any, **kw: Any) -> Any:
+    a, b = np.asanyarray(a), np.asanyarray(b)
+    return uf(np.reshape(a, np.shape(a) + (1,) * np.ndim(b)), b, **kw)
+
+
+def _fold(uf: Any, x: Any, start: Any) -> Any:
+    """``uf(...uf(uf(start, x[0]), x[1])..., x[-1])`` over the first axis (``start`` None: x[0] first)."""
+    acc = start
+    for i in range(np.shape(x)[0]):
+        acc = x[i] if acc is None else uf(acc, x[i])
+    return acc
+
+
+def ufunc_accumulate(uf: Any, x: Any, axis: int = 0, dtype: Any = None) -> Any:
+    x = np.moveaxis(np.asanyarray(x, dtype=dtype), axis, 0)
+    if np.shape(x)[0] == 0:
+        return np.moveaxis(x.copy(), 0, axis)
+    acc = x[0]
+    outs = [acc]
+    for i in range(1, np.shape(x)[0]):
+        acc = uf(acc, x[i])
+        outs.append(acc)
+    return np.moveaxis(np.stack(outs), 0, axis)
+
+
+def ufunc_reduce(uf: Any, x: Any, axis: Any = 0, dtype: Any = None, keepdims: bool = False,
+                 initial: Any = _NOVALUE, where: Any = True) -> Any:
+    if where is not True:
+        return uf.reduce(x, axis=axis, dtype=dtype, keepdims=keepdims, where=where,
+                         **({} if initial is _NOVALUE else {"initial": initial}))
+    x = np.asanyarray(x, dtype=dtype)
+    nd = np.ndim(x)
+    axes = tuple(range(nd)) if axis is None else tuple(sorted(a % nd for a in (axis if isinstance(axis, tuple)
+                                                                             else (axis,))))
+    kept = [np.shape(x)[i] for i in range(nd) if i not in axes]
+    flat = np.reshape(np.moveaxis(x, axes, tuple(range(len(axes)))), (-1,) + tuple(kept))
+    if np.shape(flat)[0] == 0 and initial is _NOVALUE:
+        y = uf.reduce(x, axis=axis, dtype=dtype, keepdims=keepdims)  # the identity (or numpy's error)
+        return y
+    y = _fold(uf, flat, None if initial is _NOVALUE else initial)
+    if keepdims:
+        y = np.reshape(y, tuple(1 if i in axes else np.shape(x)[i] for i in range(nd)))
+    return y
+
+
+def ufunc_reduceat(uf: Any, x: Any, indices: Any, axis: int = 0, dtype: Any = None) -> Any:
+    x = np.moveaxis(np.asanyarray(x, dtype=dtype), axis, 0)
+    idx = [int(i) for i in np.asarray(indices).ravel()]
+    outs = []
+    for k, i in enumerate(idx):
+        j = idx[k + 1] if k + 1 < len(idx) else np.shape(x)[0]
+        outs.append(uf.reduce(x[i:j], axis=0) if i < j else x[i])
+    return np.moveaxis(np.stack(outs), 0, axis)
+
+
+UFUNC_METHODS = {"outer": ufunc_outer, "accumulate": ufunc_accumulate, "reduce": ufunc_reduce,
+                 "reduceat": ufunc_reduceat}
+
+
+def vectorize_call(vec: Any, *args: Any) -> Any:
+    """``np.vectorize(f)(x, y)`` written out: ``f`` runs traced on every broadcast element, and the
+    results are assembled with the dtype numpy would give them (``otypes``, or the first result's)."""
+    arrays = np.broadcast_arrays(*[np.asarray(a) for a in args])
+    shape = np.shape(arrays[0])
+    flats = [np.ravel(a) for a in arrays]
+    outs = [vec.pyfunc(*[f[i] for f in flats]) for i in range(np.size(arrays[0]))]
+    if type(outs[0]) is tuple:
+        return tuple(_assemble([o[k] for o in outs], vec.otypes[k] if vec.otypes else None, shape)
+                     for k in range(len(outs[0])))
+    return _assemble(outs, vec.otypes[0] if vec.otypes else None, shape)
+
+
+def _assemble(items: list[Any], otype: Any, shape: tuple[int, ...]) -> Any:
+    dtype = np.dtype(otype) if otype is not None else np.asarray(items[0]).dtype
+    return np.reshape(np.array(items, dtype=dtype), shape)

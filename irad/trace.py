@@ -21,6 +21,7 @@ import gc
 import inspect
 import math
 import operator
+import os
 import sys
 import types
 from collections import deque
@@ -31,13 +32,14 @@ import numpy as np
 from . import hooks
 from .effects import is_impure
 from .deps import LIBRARY_PREFIXES, MISSING, DictRef, Identity
-from .errors import UnsupportedError
+from .errors import MutationError, UnsupportedError
 from .instrument import GLOBAL_NAMES, INSTRUMENTED, instrument_function
-from .ir import Const, Graph, Loc, Op, Var, const, typeof
+from .ir import Const, Graph, Loc, Op, Var, const, is_differentiable, typeof
 from .pytree import flatten, unflatten
 from .rules import registry
 from .views import ViewTracking, by_id, member, root_of
-from .specials import ARRAY_MUTATORS, DUNDER_BUILTINS, MUTATORS, SPECIAL, callback, run_dunder_builtin, ufunc_at
+from .specials import (ARRAY_MUTATORS, DUNDER_BUILTINS, MUTATORS, SPECIAL, UFUNC_METHODS, callback,
+                       run_dunder_builtin, ufunc_at, vectorize_call)
 
 _TRACKED_TYPES = (float, complex, np.ndarray, np.generic)
 #: containers whose methods only move references around: called natively, never recorded
@@ -72,11 +74,17 @@ _DUNDER_BUILTINS_ = by_id(DUNDER_BUILTINS)
 def _object_fields(x: Any) -> dict[str, Any] | None:
     """The attributes of an instance of a user class (plain ``__dict__`` objects), else None."""
     tx = type(x)
-    if tx.__module__ in ("builtins", "numpy") or isinstance(x, (type, types.ModuleType, types.FunctionType,
+    if _native_class(tx) or isinstance(x, (type, types.ModuleType, types.FunctionType,
                                                                  types.MethodType, np.ndarray, np.generic)):
         return None
     d = getattr(x, "__dict__", None)
     return d if type(d) is dict else None
+
+
+def _native_class(tp: type) -> bool:
+    """Python's and numpy's own classes (not traced through); a class of exec'd code without
+    ``__name__`` has the module "builtins" too, but it is a heap type."""
+    return tp.__module__ == "numpy" or (tp.__module__ == "builtins" and not tp.__flags__ & (1 << 9))
 
 
 def _is_one_of(x: Any, items: Any) -> bool:
@@ -141,6 +149,11 @@ class Tracer(ViewTracking):
         self._boxed: set[int] = set()  # id() of the 0-d arrays that stand for np.bool_ results
         #: what the trace read that user code may rebind: (kind, object, key, value); see irad.deps
         self.deps: set[tuple[Any, ...]] = set()
+        #: while tracing through library code: the Vars rebound by in-place updates (see call_library)
+        self._rebinds: list[int] | None = None
+        #: values an enclosing (paused) trace follows, by id: the closures of a nested transform's function
+        self._captured: dict[int, Any] = _captured_values(hooks.STATE.outer)
+        self._capture_ops: list[Op] = []
 
     # ---- values ---------------------------------------------------------------------------
 
@@ -150,6 +163,10 @@ class Tracer(ViewTracking):
         return v
 
     def track(self, obj: Any, var: Var) -> None:
+        if self._rebinds is not None:
+            old = self.vars.get(id(obj))
+            if old is not None:
+                self._rebinds.append(old.id)
         self.vars[id(obj)] = var
         self.keep.append(obj)
         self.values[var.id] = obj
@@ -167,6 +184,17 @@ class Tracer(ViewTracking):
         v = self.new_var(y, hint)
         self.track(y, v)
         return y, v
+
+    def _adopt_capture(self, x: Any) -> Var:
+        """A value of an enclosing trace read by this (nested) trace: a Var defined by
+        ``irad.ops.capture``, which hands the enclosing tracer its own object back."""
+        from . import ops as irad_ops
+        v = self.new_var(x, "captured")
+        holder = irad_ops.Captured(x)
+        self._capture_ops.append(Op("irad.ops.capture", (Const(holder, typeof(holder)),), (), (v,),
+                                    irad_ops.capture, None))
+        self.track(x, v)
+        return v
 
     def is_tracked(self, x: Any) -> bool:
         return id(x) in self.vars
@@ -210,6 +238,8 @@ class Tracer(ViewTracking):
         fields = _object_fields(x)
         if fields is not None and self.deep_tracked(x):
             return self._rebuild(x, fields)
+        if self._captured and id(x) in self._captured:
+            return self._adopt_capture(x)
         return self.const(x)
 
     def _rebuild(self, obj: Any, fields: dict[str, Any]) -> Var:
@@ -257,6 +287,15 @@ class Tracer(ViewTracking):
 
     def loc(self) -> Loc | None:
         f = self._user_frame()
+        # numpy code traced through (a function without a rule) and irad's own written-out helpers
+        # report the user's call site
+        while f is not None and f.f_code.co_filename.startswith(_LIBRARY_DIRS):
+            g = f.f_back
+            while g is not None and id(g.f_code) not in INSTRUMENTED:
+                g = g.f_back
+            if g is None:
+                break
+            f = g
         if f is None:
             return None
         key = (id(f.f_code), f.f_lineno)
@@ -280,6 +319,9 @@ class Tracer(ViewTracking):
         else:
             a_args = tuple([self.atom(a) for a in args])
             a_kwargs = {k: self.atom(v) for k, v in kwargs.items()} if kwargs else {}
+        if self._rebinds is not None and isinstance(result, np.ndarray) and type(result) is not np.ndarray:
+            # inside a numpy function traced through: masked arrays and matrices are not followed
+            raise self.unsupported(f"a {type(result).__name__} (an ndarray subclass)", "")
         if trackable(result):
             if not rebind and (id(result) in self.vars or _is_one_of(result, args)
                                or (kwargs and _is_one_of(result, kwargs.values()))):
@@ -315,6 +357,8 @@ class Tracer(ViewTracking):
                 _is_one_of(result, args):
             self.emit(fn, a_args, a_kwargs, ())
             return result
+        if not is_impure(fn) and any(x is result for x in flatten((args, kwargs))[0]):
+            return result  # an untracked item picked out of the arguments (itemgetter(0)((k, v))): a constant
         # an opaque value (a string, a random generator, ...) that depends on what flowed in
         v = self.new_var(result)
         self.emit(fn, a_args, a_kwargs, (v,))
@@ -392,7 +436,7 @@ class Tracer(ViewTracking):
     def _is_pyclass(self, tp: type) -> bool:
         r = self._pyclass.get(tp)
         if r is None:
-            r = tp.__module__ not in ("builtins", "numpy") and not issubclass(tp, (np.ndarray, np.generic)) and any(
+            r = not _native_class(tp) and not issubclass(tp, (np.ndarray, np.generic)) and any(
                 isinstance(v, (types.FunctionType, property, functools.cached_property))
                 for klass in tp.__mro__[:-1] for k, v in vars(klass).items() if k.startswith("__") or
                 isinstance(v, (property, functools.cached_property)))
@@ -704,7 +748,37 @@ class Tracer(ViewTracking):
             if isinstance(sa, types.FunctionType):
                 self.call(sa, (o, name, v), {})
                 return
+        if isinstance(o, np.ndarray) and name in _ARRAY_SETATTRS and (self._seen(o) or self.deep_tracked(v)):
+            self._set_array_attr(o, name, v)
+            return
         setattr(o, name, v)
+
+    def _set_array_attr(self, a: np.ndarray, name: str, v: Any) -> None:
+        """``a.shape = s`` on a traced array: ``a`` now stands for ``reshape(a, s)`` (same memory);
+        other attributes that reinterpret or rewrite the memory are refused."""
+        if name == "dtype" and np.dtype(v) == a.dtype:
+            return  # numpy's own code re-asserts the dtype (np.lib.stride_tricks.as_strided): nothing changes
+        if name != "shape":
+            raise self.unsupported(f"assigning a.{name} of a traced array",
+                                   "write a[...] = v, or use a.astype / a.view out of place")
+        old = self.atom(a)
+        if isinstance(old, Var) and self.values.get(old.id) is a:
+            self.values[old.id] = a.copy()  # the value the old Var stands for keeps its shape
+        setattr(a, "shape", v)
+        var = self.new_var(a)
+        self.emit(np.reshape, (old, const(a.shape)), {}, (var,))
+        self.track(a, var)
+        # derivations that replay an op on `a` (or made `a`) no longer give these shapes: derive those
+        # arrays from the memory positions of their root instead, or forget how they were made
+        group = self.views.get(id(root_of(a)), {})
+        for k in [k for k, d in self.derived.items() if d[3] is a or k == id(a)]:
+            del self.derived[k]
+            x = a if k == id(a) else group.get(k)
+            if x is not None and x.base is not None:
+                try:
+                    self._flat_view_derivation(x)
+                except MutationError:
+                    pass
 
     def unsupported(self, what: str, hint: str) -> UnsupportedError:
         loc = self.loc()
@@ -724,6 +798,8 @@ class Tracer(ViewTracking):
     # ---- calls ----------------------------------------------------------------------------
 
     def call(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if f is _CAPTURE:  # a nested program reads a value this trace follows: the object itself
+            return args[0].value
         tf = type(f)
         if tf is types.FunctionType:
             return self.call_python(f, args, kwargs)
@@ -762,6 +838,15 @@ class Tracer(ViewTracking):
             impl = registry.implementation(f, tuple(type(a) for a in args))
             self.deps.add(("plum", f, tuple(type(a) for a in args), impl))
             return self.call(impl, args, kwargs)
+        if tf is np.vectorize and not kwargs and f.signature is None and not f.excluded and args and \
+                all(np.size(a) for a in args) and self._floats_flow_in(args, kwargs):
+            return self.call(vectorize_call, (f,) + args, {})  # f runs traced on every element
+        if tf is _DISPATCHER:  # a numpy function written in Python (np.cov, np.gradient, ...)
+            impl = getattr(f, "__wrapped__", None)
+            if type(impl) is types.FunctionType and registry.lookup(f, args) is None and \
+                    not registry.is_nondiff(f) and not is_impure(f) and not member(f, _STATIC_FUNCS_) and \
+                    MUTATORS.get(id(f)) is None:
+                return self.call_library(f, impl, args, kwargs)
         return self.call_prim(f, args, kwargs)
 
     def call_python(self, fn: types.FunctionType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -772,11 +857,53 @@ class Tracer(ViewTracking):
             cls = type(args[0])
             self.deps.add(("dispatch", fn, cls, fn.dispatch(cls)))
         if registry.lookup(fn, args) is not None or registry.is_nondiff(fn) or is_impure(fn) or \
-                (fn.__module__ or "").startswith("numpy"):
+                member(fn, _STATIC_FUNCS_) or MUTATORS.get(id(fn)) is not None:
             return self.call_prim(fn, args, kwargs)
+        if (fn.__module__ or "").startswith("numpy"):
+            return self.call_library(fn, fn, args, kwargs)
         inst = instrument_function(fn)
         self._depend_on(fn, inst)
         return inst(*args, **kwargs)
+
+    def call_library(self, f: Any, impl: types.FunctionType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A numpy function without a rule whose implementation is Python (``np.cov``, ``np.r_[...]``):
+        when floating-point traced values flow in, trace through its body like user code, so that
+        the functions it calls (which have rules) are what gets differentiated.  When the body does
+        something irad cannot trace, the trace of it is dropped and the call is recorded as one
+        primitive, as for C functions (it needs a rule only if a gradient flows through it; the
+        error then says why the body could not be traced)."""
+        if not self._floats_flow_in(args, kwargs):
+            return self.call_prim(f, args, kwargs)
+        outer = self._rebinds
+        self._rebinds = []
+        n_ops, n_vars = len(self.ops), self.next_id
+        inst = instrument_function(impl)
+        try:
+            return inst(*args, **kwargs)
+        except Exception as e:
+            if outer is not None or any(i < n_vars for i in self._rebinds):
+                # inside another numpy function: that one becomes the primitive (the one the user called);
+                # a value that existed before was updated in place: that cannot be undone
+                raise
+            del self.ops[n_ops:]
+            why = str(e).split("\n", 1)[0]
+            LIBRARY_FAILURES[registry.qualname(f)] = f"{type(e).__name__}: {why}"
+        finally:
+            if outer is not None:
+                outer.extend(self._rebinds)
+            self._rebinds = outer
+        return self.call_prim(f, args, kwargs)
+
+    def _floats_flow_in(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether a traced floating-point (or complex) value is among the arguments."""
+        for x in flatten((args, kwargs))[0]:
+            v = self.vars.get(id(x))
+            if v is not None and is_differentiable(v.type):
+                return True
+            if not isinstance(x, (np.ndarray, np.generic, float, complex, int, str, bytes, type(None))) and \
+                    self.deep_tracked(x):
+                return True
+        return False
 
     def _depend_on(self, fn: types.FunctionType, inst: types.FunctionType) -> None:
         """Record what the trace of ``fn`` read that the user may rebind later: its globals and
@@ -808,6 +935,11 @@ class Tracer(ViewTracking):
 
     def call_prim(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call into code irad does not trace through: record it if traced values flow in."""
+        if id(f) in self.vars and not isinstance(f, type):
+            # a callable computed from traced values (np.poly1d(c)): it is an input of the call
+            return self.call_prim(operator.call, (f,) + args, kwargs)
+        if type(f) is types.BuiltinFunctionType:
+            f = _public_numpy(f)  # numpy's own code calls the C function behind np.concatenate & co
         if member(f, _STATIC_FUNCS_):
             return f(*args, **kwargs)  # depends on shapes and dtypes only
         owner = getattr(f, "__self__", None)
@@ -839,9 +971,19 @@ class Tracer(ViewTracking):
             return self.call_method(owner, f.__name__, args, kwargs)
         if isinstance(owner, np.ufunc) and getattr(f, "__name__", "") == "at":
             return ufunc_at(owner)(self, args, kwargs)
+        if isinstance(owner, np.ufunc) and f.__name__ in UFUNC_METHODS and owner.nin == 2 and \
+                kwargs.get("out") is None and registry.lookup(f, args) is None and \
+                not registry.is_nondiff(f) and not registry.is_nondiff(owner) and self._floats_flow_in(args, kwargs):
+            # np.maximum.accumulate & co without a rule: written out with the ufunc, which has one
+            return self.call(UFUNC_METHODS[f.__name__], (owner,) + args, {k: v for k, v in kwargs.items()
+                                                                          if k != "out"})
         mut = MUTATORS.get(id(f))
         if mut is not None and mut[0] is f:
             return mut[1](self, args, kwargs)
+        if _is_numpy_callable(f):
+            args, kwargs = _out_by_keyword(f, args, kwargs, 0)
+            if kwargs and any(v is _NOVALUE for v in kwargs.values()):  # numpy's "not given" sentinel
+                kwargs = {k: v for k, v in kwargs.items() if v is not _NOVALUE}
         if "out" in kwargs and kwargs["out"] is not None:
             return self._call_with_out(f, args, kwargs)
         if tracked and _is_numpy_callable(f) and not member(f, _SEQUENCE_FUNCS_):
@@ -877,6 +1019,10 @@ class Tracer(ViewTracking):
         mut = ARRAY_MUTATORS.get(name)
         if mut is not None and isinstance(obj, np.ndarray):
             return mut(self, obj, args, kwargs)
+        if isinstance(obj, (np.ndarray, np.generic)):
+            args, kwargs = _out_by_keyword(meth, args, kwargs, 1)
+            if kwargs and any(v is _NOVALUE for v in kwargs.values()):
+                kwargs = {k: v for k, v in kwargs.items() if v is not _NOVALUE}
         if "out" in kwargs and kwargs["out"] is not None:
             return self._call_with_out(meth, (obj,) + args, kwargs)
         r = meth(obj, *args, **kwargs)
@@ -943,7 +1089,7 @@ class Tracer(ViewTracking):
             -> Graph:
         leaves, out_tree = flatten(outputs)
         outs = tuple(self.atom(x) for x in leaves)
-        return Graph(self.name, inputs, tuple(self.ops), outs, in_tree, out_tree, statics)
+        return Graph(self.name, inputs, tuple(self._capture_ops) + tuple(self.ops), outs, in_tree, out_tree, statics)
 
 
 def _sequence_iter(obj: Any) -> Any:
@@ -993,6 +1139,80 @@ def _is_numpy_callable(f: Any) -> bool:
     return mod.startswith("numpy") and not isinstance(f, type)
 
 
+def _out_by_keyword(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any], skip: int) \
+        -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``np.add(a, b, c)``, ``np.sum(a, 0, None, c)``: an ``out`` array passed positionally is moved
+    to ``out=`` (with the positional arguments after it), so the in-place write is seen.  ``skip``:
+    the positional arguments of ``f`` not in ``args`` (``self`` of a method)."""
+    if isinstance(f, np.ufunc):
+        if len(args) <= f.nin:
+            return args, kwargs
+        outs = args[f.nin:]
+        return args[:f.nin], {**kwargs, "out": outs[0] if len(outs) == 1 else tuple(outs)}
+    names = _OUT_PARAMS.get(id(f))
+    if names is None:
+        try:
+            params = list(inspect.signature(f).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        names = _OUT_PARAMS[id(f)] = tuple(pos) if "out" in pos else ()
+        _OUT_KEEP.append(f)
+    if not names:
+        return args, kwargs
+    k = names.index("out") - skip
+    if len(args) <= k:
+        return args, kwargs
+    rest = dict(zip(names[k + skip:], args[k:]))
+    if rest.get("out") is None:
+        rest.pop("out")
+    return args[:k], {**kwargs, **rest}
+
+
+_NOVALUE = getattr(np, "_NoValue", object())
+_OUT_PARAMS: dict[int, tuple[str, ...]] = {}  # id(f) -> its positional parameter names, when one is `out`
+_OUT_KEEP: list[Any] = []  # keeps the functions of _OUT_PARAMS alive (ids stay unique)
+
+
+def _captured_values(outer: tuple[Any, ...]) -> dict[int, Any]:
+    """id -> value for the traced values of the enclosing (paused) tracers (computed once per
+    nesting, shared by the tracers of one nested compile)."""
+    if not outer:
+        return {}
+    key = tuple((t, len(t.keep)) for t in outer)  # an enclosing trace that went on since: recompute
+    cached = _CAPTURED_CACHE.get(key)
+    if cached is None:
+        cached = {}
+        for t in outer:
+            for obj in t.keep:
+                v = t.vars.get(id(obj))
+                if v is not None and v.id >= 0 and trackable(obj):
+                    cached[id(obj)] = obj
+        _CAPTURED_CACHE.clear()  # one nesting at a time: no growth
+        _CAPTURED_CACHE[key] = cached
+    return cached
+
+
+_CAPTURED_CACHE: dict[tuple[tuple[Any, int], ...], dict[int, Any]] = {}
+
+
+def _public_numpy(f: Any) -> Any:
+    """The public numpy function (``np.concatenate``) whose C implementation ``f`` is, else ``f``."""
+    global _PUBLIC
+    if _PUBLIC is None:
+        _PUBLIC = {}
+        for mod in (np, np.linalg, np.fft):
+            for pub in list(vars(mod).values()):  # (not getattr: numpy's lazy submodules stay unloaded)
+                raw = getattr(pub, "__wrapped__", None) if type(pub) is _DISPATCHER else None
+                if type(raw) is types.BuiltinFunctionType:
+                    _PUBLIC.setdefault(id(raw), (raw, pub))
+    hit = _PUBLIC.get(id(f))
+    return hit[1] if hit is not None and hit[0] is f else f
+
+
+_PUBLIC: dict[int, tuple[Any, Any]] | None = None
+
+
 def _instrument_callbacks(a: Any) -> Any:
     """Python callbacks handed to C code run instrumented."""
     if type(a) is types.FunctionType and id(a.__code__) not in INSTRUMENTED:
@@ -1001,6 +1221,13 @@ def _instrument_callbacks(a: Any) -> Any:
 
 
 _VIEW_ATTRS = frozenset({"T", "mT", "real", "imag"})
+_ARRAY_SETATTRS = frozenset({"shape", "dtype", "strides", "data", "real", "imag", "flat"})
+_DISPATCHER = type(np.cov)
+_CAPTURE = None  # irad.ops.capture, bound below (irad.ops imports nothing from here)
+#: numpy's and irad's own source: ops traced there report the user's line (Tracer.loc)
+_LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m)) + os.sep for m in (np.__file__, __file__))
+#: numpy functions whose Python body irad could not trace (qualified name -> why), for NoRuleError
+LIBRARY_FAILURES: dict[str, str] = {}
 _TYPE_CALL = vars(type)["__call__"]
 _LRU_WRAPPER = type(functools.lru_cache(lambda: None))
 _MOD = hooks._NAMES.index("mod")
@@ -1076,3 +1303,14 @@ def trace(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             return trace_values(f, a, k)[0]
         return curried
     return trace_values(f, args, kwargs)[0]
+
+
+def _bind_capture() -> None:
+    global _CAPTURE
+    from . import ops as irad_ops
+    from .effects import mark_impure
+    _CAPTURE = irad_ops.capture
+    mark_impure(irad_ops.capture)  # passes never fold, merge or drop it: it must run to hand the value over
+
+
+_bind_capture()

@@ -41,6 +41,11 @@ STRUCTURAL_VIEWS = {np.transpose, np.ndarray.transpose, np.swapaxes, np.ndarray.
 STRUCTURAL_VIEWS_ = by_id(STRUCTURAL_VIEWS)
 
 
+def _real_of_real(d: tuple[Any, ...]) -> bool:
+    """``a.real`` of a real array views all of ``a`` unchanged: a write through it is a write to ``a``."""
+    return d[0] is np.real and isinstance(d[3], np.ndarray) and d[3].dtype.kind != "c"
+
+
 class ViewTracking:
     """Mutation and view handling of the tracer (see the module docstring)."""
 
@@ -70,6 +75,9 @@ class ViewTracking:
             return True
         if type(x) is np.ndarray and x.base is not None and id(root_of(x)) in self.vars:
             self._adopt_view(x)
+            return True
+        if self._captured and id(x) in self._captured:
+            self._adopt_capture(x)
             return True
         return False
 
@@ -153,7 +161,8 @@ class ViewTracking:
         child = a
         while True:
             d = self.derived.get(id(child))
-            if d is None or not (d[0] is operator.getitem or member(d[0], STRUCTURAL_VIEWS_)) or d[1][0] is not d[3]:
+            if d is None or not (d[0] is operator.getitem or member(d[0], STRUCTURAL_VIEWS_) or _real_of_real(d)) \
+                    or d[1][0] is not d[3]:
                 break
             chain.append((d[3], d[0], d[1], d[2]))
             child = d[3]

@@ -239,7 +239,7 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None) -> dict[int, Pla
     for o in g.outputs:
         if isinstance(o, Var) and o.id in fwd_at:
             blocked[o.id] = "its state is an output of the graph"
-    next_id = 1 + max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs])
+    next_id = 1 + max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs], default=-1)
     sp = _Splicer(next_id)
     rng = np.random.default_rng(0)
     samples: dict[int, Any] = {}

@@ -163,17 +163,30 @@ def test_integer_argument_in_argnums():
 
 
 def test_no_rule_error_names_function_types_and_line():
-    assert irad.rules.lookup(np.i0) is None and not irad.rules.is_nondiff(np.i0)  # precondition
+    assert irad.rules.lookup(np.nextafter) is None and not irad.rules.is_nondiff(np.nextafter)  # precondition
 
     def f(x):
-        return np.i0(x).sum()  # numpy code irad has no rule for
+        return np.nextafter(x, 2.0).sum()  # a numpy C function irad has no rule for
 
     with pytest.raises(irad.NoRuleError) as info:
         irad.grad(f)(np.ones(3))
     msg = str(info.value)
-    assert "numpy.i0(f64[3])" in msg
+    assert "numpy.nextafter(f64[3], float)" in msg and "it is not Python code" in msg
     assert "at test_no_rule_error_names_function_types_and_line.<locals>.f (" in msg and "test_grad.py:" in msg
-    assert "@irad.rrule(numpy.i0)" in msg
+    assert "@irad.rrule(numpy.nextafter)" in msg
+
+
+def test_numpy_python_functions_are_traced_through():
+    # np.i0, np.cov and np.gradient have no rules: irad traces their Python bodies
+    assert irad.rules.lookup(np.i0) is None and irad.rules.lookup(np.cov) is None
+    x = np.array([0.3, 1.2, -2.0])
+    check_grads(lambda x: np.i0(x), x)
+    check_grads(lambda a: np.cov(a), np.arange(6.0).reshape(2, 3) ** 1.5)
+    prims = [op.prim for op in irad.trace(lambda a: np.cov(a), np.ones((2, 3))).ops]
+    assert "numpy.cov" not in prims and "numpy.dot" in prims
+    # a body irad cannot trace: the call stays one primitive, and the error says why
+    with pytest.raises(irad.NoRuleError, match=r"numpy\.nanmedian\(.*could not trace through its Python body"):
+        irad.grad(lambda x: np.nanmedian(x, axis=1).sum())(np.arange(6.0).reshape(2, 3))  # masked arrays
 
 
 def test_alternating_branches_reuse_cached_paths():
@@ -269,3 +282,16 @@ def test_builtin_max_min_route_the_cotangent_by_value_on_every_call():
         np.testing.assert_allclose(g(x), want)
     np.testing.assert_allclose(g(np.array([1.0, 1.0])), [4.0, 0.0])  # ties: the first argument
     assert g.traces == 1
+
+
+def test_grad_of_a_bool_output_is_an_error_not_zeros():
+    for f in (lambda x: float(x[0]) > 0.0, lambda x: True, lambda x: x.sum() > 0):
+        with pytest.raises(irad.errors.GradError, match="must return one float scalar"):
+            irad.grad(f)(np.ones(3))
+    np.testing.assert_array_equal(irad.grad(lambda x: 1.0)(np.ones(3)), np.zeros(3))  # a constant: zeros
+
+
+def test_vjp_of_a_function_without_float_inputs():
+    y, pb = irad.vjp(lambda n: np.ones(3) * 2.0, 3)
+    np.testing.assert_array_equal(y, np.full(3, 2.0))
+    assert pb(np.ones(3)) == (None,)

@@ -13,6 +13,7 @@ import builtins
 import math
 import operator
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +64,16 @@ def np2(path: str):
     for part in path.split("."):
         obj = getattr(obj, part, None)
     return obj
+
+
+def _cross_takes_2d() -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            np.cross(np.ones(2), np.ones(2))
+        return True
+    except ValueError:
+        return False
 
 
 def case(fn, *args, _opts=None, **kwargs) -> None:
@@ -207,6 +218,16 @@ case(np.angle, C(3), deg=True)
 case(np.nan_to_num, np.array([1.0, np.nan, np.inf, -2.0]), posinf=5.0, neginf=-5.0)
 case(np.exp, 0.5)                                   # Python float into a ufunc
 case(np.real, 0.5)
+case(np.modf, R(3, 2) * 3.0)
+case(np.ndarray.__array_wrap__, R(2, 3), R(4))
+case(np.heaviside, np.array([0.0, 1.5, -1.0, 0.0]), 0.3, _opts={"wrt": (1,)})  # x1: a step
+case(np.heaviside, R(3, 2), 0.3)
+case(np.frexp, R(4) * 5.0)
+case(np.frexp, 3.7)
+case(np.real_if_close, R(3))
+case(np.real_if_close, C(3))                        # stays complex
+case(np.real_if_close, R(3) + 1e-15j)               # the real part
+case(np.real_if_close, R(2) + 1e-9j, 1e9)           # tol positional
 
 BINARY = [
     (np.logaddexp, R, R), (np.logaddexp2, R, R), (np.arctan2, R, R), (np.hypot, R, R),
@@ -340,8 +361,20 @@ case(np.average, R(3, 4), 0, P(3, 4))
 case(np.average, R(3, 4), 1, P(4), keepdims=True)
 case(np.average, R(3, 4), None, P(3, 4))
 case(np.average, R(3, 4), 0, P(3), True)              # returned=True: (average, sum of weights)
-case(np.average, R(3, 4), axis=1, weights=P(4))       # keyword weights: a constant
+case(np.average, R(3, 4), axis=1, weights=P(4))       # keyword weights: a constant here (see test_grad)
 case(np.median, R(5))
+case(np.quantile, R(7), 0.3)
+case(np.quantile, R(7), np.array([0.1, 0.55, 0.9]))
+case(np.quantile, R(4, 5), 0.3, 1)
+case(np.quantile, R(4, 5), np.array([0.3, 0.8]), axis=0, keepdims=True)
+case(np.quantile, R(6), 0.37, method="lower")
+case(np.quantile, R(6), 0.37, method="midpoint")
+case(np.quantile, np.array([1.0, 2.0, 2.0, 3.0]), 0.5)  # ties share
+case(np.percentile, R(7), 30.0)
+case(np.percentile, R(3, 5), np.array([20.0, 65.0]), axis=1)
+case(np.interp, np.array([-1.0, 0.5, 1.7, 4.9, 9.0]), np.arange(6.0), R(6))
+case(np.interp, np.array([0.3, 2.5]), np.array([0.0, 0.7, 2.0, 3.1]), R(4), -1.0, 2.0)
+case(np.interp, 0.7, np.arange(3.0), C(3))            # complex fp
 case(np.median, R(4))
 case(np.median, R(3, 4), axis=1)
 case(np.median, R(3, 5), 0, keepdims=True)
@@ -351,6 +384,8 @@ case(np2("trapezoid"), R(5), np.cumsum(P(5)))
 case(np2("trapezoid"), R(3, 5), np.cumsum(P(5)))
 case(np2("trapezoid"), R(4, 3), np.cumsum(P(4, 3), axis=0), axis=0)
 case(np2("trapezoid"), R(5), dx=0.3)
+case(np2("trapezoid"), R(5), None, 0.3)                # positional dx: the integral is linear in it
+case(np2("trapezoid"), R(3, 4), None, 0.3, 0)
 for fn in (np.float64, np.float32, np.complex128, np.complex64):
     opts = {"rtol": 1e-3, "atol": 1e-5, "eps": 1e-3} if fn in (np.float32, np.complex64) else None
     case(fn, 1.5, _opts=opts)
@@ -402,6 +437,8 @@ case(ops.fill, R(3), np.float64(2.0))
 case(ops.copyto, R(3, 4), R(3, 4))
 case(ops.copyto, R(3, 4), R(4))
 case(ops.copyto, R(3, 4), 2.0)
+case(ops.copyto, R(3, 4), R(4), R(3, 4) > 0)          # where=
+case(ops.copyto, R(3, 4), R(3, 1), R(4) > 0)
 case(ops.fill_diagonal, R(4, 4), 0.5)
 case(ops.fill_diagonal, R(3, 5), R(3))
 case(ops.fill_diagonal, R(7, 3), R(2), True)
@@ -464,6 +501,10 @@ for fn in (np.swapaxes, np.ndarray.swapaxes):
 case(np.moveaxis, R(2, 3, 4), 0, -1)
 case(np.moveaxis, R(2, 3, 4), (0, 1), (2, 0))
 case(np.rollaxis, R(2, 3, 4, 5), 3, 1)
+case(np.lib.stride_tricks.sliding_window_view, R(7), 3)
+case(np.lib.stride_tricks.sliding_window_view, R(5, 4), (2, 2))
+case(np.lib.stride_tricks.sliding_window_view, R(5, 4), 2, axis=0)
+case(np.lib.stride_tricks.as_strided, R(6), (4, 3), (8, 8))
 case(np.rollaxis, R(2, 3, 4, 5), 1, 4)
 case(np.rollaxis, R(2, 3, 4, 5), -1)
 case(np.rollaxis, R(2, 3, 4, 5), 2, 0)
@@ -691,6 +732,14 @@ case(np.cross, R(3), R(3))
 case(np.cross, R(4, 3), R(3))
 case(np.cross, R(2, 1, 3), R(4, 3))
 case(np2("linalg.cross"), R(4, 3), R(4, 3))
+case(np2("linalg.cross"), R(3, 4), R(3, 4), axis=0)
+case(np.cross, R(3, 4), R(4, 3), axisa=0)
+case(np.cross, R(3, 2), R(3, 2), axis=0)
+if _cross_takes_2d():  # (numpy 2.5 dropped 2-vectors)
+    case(np.cross, R(4, 2), R(4, 2))                # 2-vectors: the z component
+    case(np.cross, R(4, 2), R(4, 3))                # 2- with 3-vectors
+    case(np.cross, R(2), R(2, 3))
+    case(np.cross, R(3, 2), R(2, 2), axisa=0, axisb=0, axisc=0)
 for fn in (np.add.outer, np.subtract.outer, np.multiply.outer):
     case(fn, R(3), R(4))
     case(fn, R(2, 2), R(3))
@@ -743,6 +792,14 @@ case(np.linalg.solve, R(2, 3, 3) + 3 * np.eye(3), R(2, 3, 4))
 case(np.linalg.solve, R(3, 3) + 3 * np.eye(3), R(2, 3, 1))
 case(np.linalg.solve, C(2, 2) + 2 * np.eye(2), C(2))
 case(np.linalg.pinv, R(4, 3))
+case(np.linalg.lstsq, R(6, 3), R(6), rcond=None)      # overdetermined: residuals too
+case(np.linalg.lstsq, R(6, 3), R(6, 2), None)
+case(np.linalg.lstsq, R(3, 5), R(3), rcond=None)      # underdetermined: minimum norm
+case(np.linalg.eigvals, R(4, 4))
+_S = np.random.RandomState(7).randn(4, 4) + 3 * np.eye(4)
+case(np.linalg.eig, _S @ np.diag([1.0, 2.0, 3.5, 5.0]) @ np.linalg.inv(_S))  # real eigenvectors: unit norm fixes them
+case(np.linalg.eigvals, C(4, 4))
+case(np.linalg.eigvals, R(2, 3, 3))
 case(np.linalg.pinv, R(2, 5))
 case(np.linalg.pinv, R(2, 3, 2))
 case(np.linalg.pinv, R(3, 3) + 3 * np.eye(3), 1e-12)
@@ -781,7 +838,7 @@ case(np.linalg.qr, R(4, 3), "r")
 case(np.linalg.qr, R(3, 5), mode="complete")
 NORMS = [
     (R(5), {}), (R(5), {"ord": 1}), (D(5), {"ord": np.inf}), (D(5), {"ord": -np.inf}),
-    (R(5), {"ord": 3}), (R(5), {"ord": 0.5}), (R(5), {"ord": 0}), (R(3, 4), {}),
+    (R(5), {"ord": 3}), (D(5) + 0.3, {"ord": 0.5}), (R(5), {"ord": 0}), (R(3, 4), {}),
     (R(3, 4), {"ord": "fro"}), (R(3, 4), {"ord": "nuc"}), (R(3, 4), {"ord": 2}), (R(3, 4), {"ord": -2}),
     (R(3, 4), {"ord": 1}), (R(3, 4), {"ord": -1}), (R(3, 4), {"ord": np.inf}), (R(3, 4), {"ord": -np.inf}),
     (R(3, 4), {"axis": 1}), (R(3, 4), {"axis": 0, "keepdims": True}), (R(3, 4), {"axis": -1, "ord": 1}),
@@ -792,6 +849,8 @@ NORMS = [
 for x, kw in NORMS:
     case(np.linalg.norm, x, **kw)
 case(np.linalg.norm, R(3, 4), 1, 1)               # positional ord, axis
+case(np.linalg.norm, P(5), 3.0)                     # a float ord is differentiated too
+case(np.linalg.norm, P(3, 4) * np.sign(R(3, 4)), 0.7, 1)  # away from 0: p < 1 is singular there
 case(np2("linalg.vector_norm"), R(3, 4))
 case(np2("linalg.vector_norm"), R(3, 4), axis=(0, 1), ord=3)
 case(np2("linalg.vector_norm"), D(3, 4), axis=1, ord=np.inf, keepdims=True)
@@ -894,6 +953,8 @@ if sp is not None:
     case(sp.logsumexp, R(3, 4), None, P(4))
     case(sp.logsumexp, R(2, 3, 4), (0, 2), P(3, 1), True)
     case(sp.logsumexp, R(3, 4), axis=1, b=P(4))         # keyword b: a constant
+    case(sp.logsumexp, 1.1, 0, None, True)              # a scalar: SciPy reduces it as a 1-element array
+    case(sp.logsumexp, np.float64(0.3), None, 2.0)
     for fn in (sp.softmax, sp.log_softmax):
         case(fn, R(3, 4))
         case(fn, R(3, 4), axis=1)

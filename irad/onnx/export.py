@@ -185,16 +185,9 @@ class _FunctionBuilder(_Builder):
     """Builds the body of an ONNX function: constants are ``Constant`` nodes (a FunctionProto has
     no initializers)."""
 
-    def array(self, value: Any, dtype: str | None = None) -> str:
-        a = np.asarray(value, dtype=dtype)
-        key = (a.dtype.str, a.shape, a.tobytes())
-        name = self.const_names.get(key)
-        if name is None:
-            name = self.const_names[key] = self.fresh("const")
-            self.nodes.append(helper.make_node("Constant", [], [name], name=self.fresh("n_Constant"),
-                                               value=numpy_helper.from_array(a, name)))
-            self.types[name] = (a.dtype.name, a.shape)
-        return name
+    def store_constant(self, a: np.ndarray, name: str) -> None:
+        self.nodes.append(helper.make_node("Constant", [], [name], name=self.fresh("n_Constant"),
+                                           value=numpy_helper.from_array(a, name)))
 
 
 class _RuleFunctions:

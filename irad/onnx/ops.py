@@ -96,9 +96,13 @@ class _Builder:
         name = self.const_names.get(key)
         if name is None:
             name = self.const_names[key] = self.fresh("const")
-            self.inits.append(numpy_helper.from_array(a, name))
+            self.store_constant(a, name)
             self.types[name] = (a.dtype.name, a.shape)
         return name
+
+    def store_constant(self, a: np.ndarray, name: str) -> None:
+        """Put constant ``a`` in the model under ``name`` (an initializer)."""
+        self.inits.append(numpy_helper.from_array(a, name))
 
     def ints(self, values: Sequence[int]) -> str:
         return self.array(np.asarray(list(values), dtype=np.int64))

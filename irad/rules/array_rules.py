@@ -117,13 +117,18 @@ def fill_pullback(s: Any, g: Any) -> tuple[None, Any]:
     return None, np.sum(g)
 
 
-def copyto_fwd(dst: Any, src: Any) -> tuple[Any, Any]:
-    return ops.copyto(dst, src), None
+def copyto_fwd(dst: Any, src: Any, *args: Any) -> tuple[Any, Any]:
+    return ops.copyto(dst, src, *args), (args[0] if args else True, len(args))
 
 
-def copyto_pullback(s: Any, g: Any) -> tuple[None, Any]:
-    """``dst`` is overwritten entirely; ``src`` gets g (summed over broadcasting by the transform)."""
-    return None, g
+def copyto_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """``dst`` is overwritten where ``where`` holds (everywhere by default), keeps ``g`` elsewhere;
+    ``src`` gets ``g`` where it was written (summed over broadcasting by the transform)."""
+    where, n = s
+    if n == 0:
+        return None, g
+    zero = np.zeros((), dtype=np.result_type(g))
+    return np.where(where, zero, g), np.where(where, g, zero), None
 
 
 def fill_diagonal_fwd(a: Any, v: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -163,6 +168,18 @@ def sort_inplace_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return y, sort_state(a, y, args, kw)
 
 
+def array_wrap_fwd(self: Any, arr: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return self.__array_wrap__(arr, *args, **kw), (np.shape(arr), 2 + len(args))
+
+
+def array_wrap_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """``a.__array_wrap__(arr)`` (numpy's own code: np.linalg.tensorsolve) returns ``arr`` as
+    ``a``'s type: ``arr`` gets the cotangent, ``a`` none."""
+    shape, n = s
+    return (None, np.reshape(g, shape)) + nones(n - 2)
+
+
+T.rule(np.ndarray.__array_wrap__, array_wrap_fwd, array_wrap_pullback, "arr gets the cotangent")
 T.rule(operator.getitem, getitem_fwd, getitem_pullback, "integer-array indices accumulate")
 T.rule(ops.setitem, setitem_fwd, setitem_pullback, "repeated indices: the written element")
 T.rule(ops.add_at, add_at_fwd, add_at_pullback)

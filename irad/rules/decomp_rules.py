@@ -100,6 +100,43 @@ def cholesky_pullback(s: Any, g: Any) -> tuple[Any]:
     return (_on_triangle(_sym(smat), not upper),)
 
 
+def eig_fwd(a: Any) -> tuple[Any, Any]:
+    y = np.linalg.eig(a)
+    return y, (y[0], y[1], np.iscomplexobj(a))
+
+
+def eigvals_fwd(a: Any) -> tuple[Any, Any]:
+    w, v = np.linalg.eig(a)
+    return np.linalg.eigvals(a), (w, v, np.iscomplexobj(a))
+
+
+def _eig_cot(w: Any, v: Any, gw: Any, gv: Any, cplx: bool) -> Any:
+    """A = V diag(w) V^-1 (columns of V of unit norm): with G = V^H gV and F_ij = 1/(w_j - w_i),
+    A gets V^-H (diag(gw) + conj(F) * (G - V^H V Re(diag(G)))) V^H (the real part for real A)."""
+    vh = np.conj(_T(v))
+    inner = np.expand_dims(gw, -1) * np.eye(np.shape(w)[-1])
+    if gv is not None:
+        f = np.conj(_inv_gaps(w))
+        gg = _mm(vh, gv)
+        diag_re = np.real(gg) * np.eye(np.shape(w)[-1])
+        inner = inner + f * (gg - _mm(vh, v, diag_re))
+    ga = np.linalg.solve(vh, _mm(inner, vh))
+    return ga if cplx else np.real(ga)
+
+
+def eig_pullback(s: Any, g: Any) -> tuple[Any]:
+    w, v, cplx = s
+    gw, gv = g
+    return (_eig_cot(w, v, gw, gv, cplx),)
+
+
+def eigvals_pullback(s: Any, g: Any) -> tuple[Any]:
+    w, v, cplx = s
+    return (_eig_cot(w, v, g, None, cplx),)
+
+
+T.rule(np.linalg.eig, eig_fwd, eig_pullback, "distinct eigenvalues; losses independent of eigenvector phases")
+T.rule(np.linalg.eigvals, eigvals_fwd, eigvals_pullback, "distinct eigenvalues")
 T.rule(np.linalg.eigh, eigh_fwd, eigh_pullback, "real; distinct eigenvalues for eigenvectors")
 T.rule(np.linalg.eigvalsh, eigvalsh_fwd, eigvalsh_pullback, "real")
 T.rule(np.linalg.cholesky, cholesky_fwd, cholesky_pullback, "real")
@@ -244,6 +281,19 @@ def _vector_norm_cot(x: Any, ordv: Any, axes: tuple[int, ...], yk: Any, gk: Any)
     return _safe_div(gk, yk ** (p - 1)) * ax ** (p - 1) * sgn
 
 
+def _ord_cot(x: Any, ordv: Any, axes: tuple[int, ...], yk: Any, gk: Any, keepdims: bool) -> Any:
+    """d|x|_p/dp = y (sum |x|^p ln|x| / (p y^p) - ln(y) / p); ord 0 and +-inf are discrete."""
+    if ordv is None or isinstance(ordv, str) or ordv == 0 or np.isinf(ordv):
+        return NotImplemented
+    p = float(ordv)
+    ax = np.abs(np.asarray(x))
+    safe = np.where(ax == 0, 1.0, ax)
+    t = np.sum(np.where(ax == 0, 0.0, safe ** p * np.log(safe)), axis=axes, keepdims=True)
+    ys = np.where(yk == 0, 1.0, yk)
+    dydp = np.where(yk == 0, 0.0, ys * (t / (p * ys ** p) - np.log(ys) / p))
+    return np.sum(gk * dydp)
+
+
 def _matrix_norm_cot(x: Any, ordm: Any, yk: Any, gk: Any) -> Any:
     """Cotangent of a matrix norm over the last two axes (``yk``/``gk`` keep them as size 1)."""
     if ordm in (None, "fro"):
@@ -305,6 +355,8 @@ def norm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     rest = nones(n - 1)
     yk = y if keepdims else np.expand_dims(y, axes)
     gk = g if keepdims else np.expand_dims(g, axes)
+    if n >= 2:  # ord given positionally: a float ord can be differentiated (p-norms) or not at all
+        rest = (_ord_cot(x, ordv, axes, yk, gk, keepdims) if kind == "vec" else NotImplemented,) + rest[1:]
     if kind == "vec":
         return (np.broadcast_to(_vector_norm_cot(x, ordv, axes, yk, gk), shape),) + rest
     r, c = axes

@@ -345,6 +345,39 @@ def bincount_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     return (None, np.asarray(g)[x]) + nones(n - 2)
 
 
+def sliding_window_view_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    kw = {k: v for k, v in kw.items() if k not in ("subok", "writeable")}
+    y = np.lib.stride_tricks.sliding_window_view(a, *args, **kw)
+    return y, (np.shape(a), args, kw)
+
+
+def sliding_window_view_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """Windows overlap: each element gets the cotangents of all the windows it appears in."""
+    return _scatter(np.lib.stride_tricks.sliding_window_view, s, g)
+
+
+def as_strided_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    x = np.asarray(a)
+    if not x.flags.c_contiguous:
+        raise NoRuleError("irad: as_strided of a non-contiguous array has no rule")
+    o = options(args, kw, ("shape", "strides"), shape=None, strides=None)
+    shape = x.shape if o["shape"] is None else tuple(o["shape"])
+    strides = x.strides if o["strides"] is None else tuple(o["strides"])
+    if any(st % x.itemsize for st in strides):
+        raise NoRuleError("irad: as_strided with strides that are not multiples of the item size has no rule")
+    lab = labels(x.shape)
+    lab = np.lib.stride_tricks.as_strided(lab, shape, tuple(st // x.itemsize * lab.itemsize for st in strides))
+    return np.lib.stride_tricks.as_strided(a, *args, **kw), (lab.copy(), x.shape, 1 + len(args))
+
+
+def as_strided_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    lab, shape, n = s
+    return (scatter_labels(lab, g, shape),) + nones(n - 1)
+
+
+T.rule(np.lib.stride_tricks.sliding_window_view, sliding_window_view_fwd, sliding_window_view_pullback,
+       "overlapping windows accumulate")
+T.rule(np.lib.stride_tricks.as_strided, as_strided_fwd, as_strided_pullback, "contiguous input; repeats accumulate")
 T.rule(np.flip, flip_fwd, flip_pullback)
 T.rule(np.fliplr, fliplr_fwd, fliplr_pullback)
 T.rule(np.flipud, flipud_fwd, flipud_pullback)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import ops
 from ._common import Table, cj, nones
 from ..errors import NoRuleError
 
@@ -200,24 +201,51 @@ def kron_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     return np.reshape(ga, np.shape(a)), np.reshape(gb, np.shape(b))
 
 
+def _cross_axes(a: Any, b: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[int, int, int]:
+    names = ("axisa", "axisb", "axisc", "axis")
+    o = dict(zip(names, args))
+    o.update(kw)
+    if o.keys() - set(names):
+        raise NoRuleError(f"irad: cross({', '.join(sorted(o.keys() - set(names)))}=...) has no rule")
+    axisa, axisb, axisc = o.get("axisa", -1), o.get("axisb", -1), o.get("axisc", -1)
+    if o.get("axis") is not None:
+        axisa = axisb = axisc = o["axis"]
+    return axisa, axisb, axisc
+
+
+def _to3(v: Any) -> Any:
+    """A stack of 2-vectors (last axis) as 3-vectors with a zero z component."""
+    if np.shape(v)[-1] == 3:
+        return v
+    return np.concatenate([v, np.zeros(np.shape(v)[:-1] + (1,), dtype=np.result_type(v))], axis=-1)
+
+
 def cross_fwd(a: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    if args or kw.keys() - {"axis"} or kw.get("axis", -1) not in (-1, None):
-        raise NoRuleError("irad: cross with axis arguments has no rule (vectors on the last axis only)")
-    if np.shape(a)[-1] != 3 or np.shape(b)[-1] != 3:
-        raise NoRuleError("irad: cross of 2-vectors has no rule")
-    return np.cross(a, b, *args, **kw), (a, b)
+    """Any axisa/axisb/axisc/axis and 2- or 3-vectors: the rule works on the vectors moved to the
+    last axis, 2-vectors padded with a zero z component (numpy's own definition)."""
+    axisa, axisb, axisc = _cross_axes(a, b, args, kw)
+    y = np.cross(a, b, *args, **kw)
+    A, B = np.moveaxis(a, axisa, -1), np.moveaxis(b, axisb, -1)
+    return y, (A, B, axisa, axisb, axisc, np.ndim(y) < np.ndim(np.cross(_to3(A), _to3(B))))
 
 
 def linalg_cross_fwd(a: Any, b: Any, **kw: Any) -> tuple[Any, Any]:
-    if kw.get("axis", -1) != -1:
-        raise NoRuleError("irad: linalg.cross(axis=...) has no rule")
-    return np.linalg.cross(a, b), (a, b)
+    axis = kw.get("axis", -1)
+    return np.linalg.cross(a, b, **kw), (np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1), axis, axis, axis, False)
 
 
 def cross_pullback(s: Any, g: Any) -> tuple[Any, Any]:
-    """g . (da x b) = da . (b x g) and g . (a x db) = db . (g x a)."""
-    a, b = s
-    return np.cross(cj(b), g), np.cross(g, cj(a))
+    """g . (da x b) = da . (b x g) and g . (a x db) = db . (g x a), on the vectors moved to the
+    last axis; a 2-vector gets the x, y part of its padded cotangent."""
+    A, B, axisa, axisb, axisc, z_only = s
+    A3, B3 = _to3(A), _to3(B)
+    if z_only:  # two stacks of 2-vectors: the result is the z component only
+        G = np.stack([np.zeros_like(g), np.zeros_like(g), g], axis=-1)
+    else:
+        G = np.moveaxis(g, axisc, -1)
+    gA = ops.sum_to(np.cross(cj(B3), G), np.shape(A3))[..., :np.shape(A)[-1]]
+    gB = ops.sum_to(np.cross(G, cj(A3)), np.shape(B3))[..., :np.shape(B)[-1]]
+    return np.moveaxis(gA, -1, axisa), np.moveaxis(gB, -1, axisb)
 
 
 def _outer_fwd(fn: Any, a: Any, b: Any, kw: dict[str, Any]) -> tuple[Any, Any]:
@@ -274,8 +302,8 @@ T.rule(getattr(np.linalg, "outer", None), linalg_outer_fwd, outer_pullback)
 T.rule(np.tensordot, tensordot_fwd, tensordot_pullback)
 T.rule(getattr(np.linalg, "tensordot", None), linalg_tensordot_fwd, tensordot_pullback)
 T.rule(np.kron, kron_fwd, kron_pullback)
-T.rule(np.cross, cross_fwd, cross_pullback, "3-vectors on the last axis")
-T.rule(getattr(np.linalg, "cross", None), linalg_cross_fwd, cross_pullback, "3-vectors")
+T.rule(np.cross, cross_fwd, cross_pullback, "2- and 3-vectors, any axes")
+T.rule(getattr(np.linalg, "cross", None), linalg_cross_fwd, cross_pullback, "3-vectors, any axis")
 T.rule(np.add.outer, add_outer_fwd, add_outer_pullback)
 T.rule(np.subtract.outer, subtract_outer_fwd, subtract_outer_pullback)
 T.rule(np.multiply.outer, multiply_outer_fwd, multiply_outer_pullback)
@@ -484,6 +512,32 @@ def pinv_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     return (ga,) + nones(n - 1)
 
 
+def lstsq_fwd(a: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = np.linalg.lstsq(a, b, *args, **kw)
+    if y[2] < min(np.shape(a)):
+        raise NoRuleError("irad: lstsq of a rank-deficient matrix has no rule (the solution jumps with the rank)")
+    return y, (a, b, np.linalg.pinv(a), y[0], 2 + len(args))
+
+
+def lstsq_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """x = A+ b at full rank: the pseudo-inverse's derivative; the residuals |b - A x|^2 give
+    b 2 r g and A -2 r g x^H (A^H r = 0 there); the singular values give U diag(g) V^H."""
+    a, b, p, x, n = s
+    gx, gres, _, gsv = g
+    vec = np.ndim(b) == 1
+    B, X = (b[:, None], x[:, None]) if vec else (b, x)
+    GX = gx[:, None] if vec else gx
+    ga = pinv_pullback((a, p, 1), np.matmul(GX, _H(B)))[0]
+    gb = np.matmul(_H(p), GX)
+    if np.size(gres):
+        rg = (B - np.matmul(a, X)) * (2.0 * gres)
+        gb = gb + rg
+        ga = ga - np.matmul(rg, _H(X))
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    ga = ga + np.matmul(u * np.expand_dims(gsv, -2), vh)
+    return (ga, gb[:, 0] if vec else gb) + nones(n - 2)
+
+
 def matrix_power_fwd(a: Any, n: int) -> tuple[Any, Any]:
     return np.linalg.matrix_power(a, n), (a, int(n))
 
@@ -535,6 +589,7 @@ T.rule(np.linalg.inv, inv_fwd, inv_pullback)
 T.rule(np.linalg.det, det_fwd, det_pullback, "non-singular matrices")
 T.rule(np.linalg.slogdet, slogdet_fwd, slogdet_pullback, "non-singular matrices")
 T.rule(np.linalg.solve, solve_fwd, solve_pullback, "batched; 1-d b is a vector")
+T.rule(np.linalg.lstsq, lstsq_fwd, lstsq_pullback, "full rank")
 T.rule(np.linalg.pinv, pinv_fwd, pinv_pullback, "constant rank")
 T.rule(np.linalg.matrix_power, matrix_power_fwd, matrix_power_pullback)
 T.rule(np.linalg.multi_dot, multi_dot_fwd, multi_dot_pullback, "list cotangent")

@@ -86,6 +86,15 @@ def real_fwd(x: Any) -> tuple[Any, Any]:
     return np.real(x), None
 
 
+def real_if_close_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.real_if_close(a, *args, **kw), 1 + len(args)
+
+
+def real_if_close_pullback(n: int, g: Any) -> tuple[Any, ...]:
+    """Either the identity or the real part: in both cases ``a`` gets ``g`` (``tol`` none)."""
+    return (g,) + nones(n - 1)
+
+
 def imag_fwd(x: Any) -> tuple[Any, Any]:
     return np.imag(x), np.iscomplexobj(x)
 
@@ -179,6 +188,7 @@ T.rule(np.float_power, float_power_fwd, pow_pullback)
 T.rule(np.absolute, absolute_fwd, absolute_pullback, "0 at 0; complex: x/|x|")
 T.rule(np.sign, sign_fwd, sign_pullback, "zero for real input; complex: z/|z|")
 T.rule(np.real, real_fwd, identity_pullback)
+T.rule(np.real_if_close, real_if_close_fwd, real_if_close_pullback, "the identity or the real part")
 T.rule(np.imag, imag_fwd, imag_pullback)
 T.rule(np.conjugate, conj_fwd, conj_pullback)
 T.rule(np.ndarray.conj, ndarray_conj_fwd, conj_pullback)
@@ -241,6 +251,39 @@ T.scalar(np.remainder, lambda x, y: 1.0, lambda x, y: -np.floor_divide(x, y))
 T.scalar(np.fmod, lambda x, y: 1.0, lambda x, y: -np.trunc(x / y))
 T.scalar(np.copysign, lambda x, y: np.sign(x) * np.copysign(1.0, y), None)
 T.scalar(np.ldexp, lambda x, i: np.ldexp(1.0, i), None)
+
+
+def modf_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.modf(x, **kw), None
+
+
+def modf_pullback(s: Any, g: Any) -> tuple[Any]:
+    """x = frac + integer part: the fractional part has slope 1, the integer part 0."""
+    return (g[0],)
+
+
+def frexp_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
+    y = np.frexp(x, **kw)
+    return y, y[1]
+
+
+def frexp_pullback(e: Any, g: Any) -> tuple[Any]:
+    """x = m 2^e with e locally constant: m has slope 2^-e."""
+    return (np.ldexp(g[0], -e),)
+
+
+def heaviside_fwd(x1: Any, x2: Any, **kw: Any) -> tuple[Any, Any]:
+    return np.heaviside(x1, x2, **kw), x1
+
+
+def heaviside_pullback(x1: Any, g: Any) -> tuple[Any, Any]:
+    """A step in x1 (zero derivative); x2 is the value taken where x1 == 0."""
+    return None, np.where(x1 == 0, g, np.zeros((), dtype=np.result_type(g)))
+
+
+T.rule(np.heaviside, heaviside_fwd, heaviside_pullback, "x1 none; x2 where x1 == 0")
+T.rule(np.modf, modf_fwd, modf_pullback, "the fractional part has slope 1")
+T.rule(np.frexp, frexp_fwd, frexp_pullback, "the mantissa has slope 2^-e")
 
 # ---- reductions ------------------------------------------------------------------------------
 
@@ -609,9 +652,12 @@ def sort_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
 def unique_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = np.unique(a, *args, **kw)
     o = options(args, kw, ("return_index", "return_inverse", "return_counts", "axis"), axis=None)
-    if o["axis"] is not None or o.get("sorted", True) is not True:
-        raise NoRuleError("irad: np.unique(axis=..., sorted=False) has no rule")
-    _, inv, cnt = np.unique(a, return_inverse=True, return_counts=True)
+    if o["axis"] is not None:
+        raise NoRuleError("irad: np.unique(axis=...) has no rule")
+    srt = {} if o.get("sorted", True) is True else {"sorted": o["sorted"]}
+    vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True, **srt)
+    if not np.array_equal(vals, y[0] if isinstance(y, tuple) else y, equal_nan=True):
+        raise NoRuleError("irad: np.unique(sorted=False) returned its values in an order irad cannot reproduce")
     return y, (np.reshape(inv, np.shape(a)), cnt, isinstance(y, tuple), 1 + len(args))
 
 
@@ -629,7 +675,7 @@ T.rule(np.unique, unique_fwd, unique_pullback, "shared evenly by equal elements"
 
 T.nograd(
     np.floor, np.ceil, np.round, np.around, np.rint, np.fix, np.trunc, np.signbit,
-    np.heaviside, np.spacing, np.floor_divide,
+    np.spacing, np.floor_divide,
     np.all, np.any, np.argmax, np.argmin, np.argpartition, np.argsort, np.argwhere, np.nonzero,
     np.flatnonzero, np.count_nonzero, np.searchsorted, np.digitize, np.isin,
     np.ndim, np.shape, np.size, np.result_type, np.iscomplexobj, np.isrealobj, np.iscomplex,

@@ -105,18 +105,26 @@ def logsumexp_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     if o["return_sign"]:
         raise NoRuleError("irad: scipy.special.logsumexp(return_sign=True) has no rule")
     y = special.logsumexp(a, *args, **kw)
-    return y, (a, o["b"], y, o["axis"], bool(o["keepdims"]), len(args) >= 2, 1 + len(args))
+    b = o["b"]
+    scalar = np.ndim(a) == 0 and np.ndim(b) == 0  # SciPy reduces a scalar as a 1-element array
+    if scalar:
+        a, y = np.reshape(a, (1,)), np.reshape(y, (1,) if np.ndim(y) or o["keepdims"] else ())
+    return y, (a, b, y, o["axis"], bool(o["keepdims"]), len(args) >= 2, 1 + len(args), scalar)
 
 
 def logsumexp_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """y = log sum(b exp(a)): a gets g b exp(a - y), b gets g exp(a - y)."""
-    a, b, y, axis, keepdims, bpos, n = s
+    a, b, y, axis, keepdims, bpos, n, scalar = s
+    if scalar:
+        g = np.reshape(g, np.shape(y))
     shape = np.shape(a) if b is None else np.broadcast_shapes(np.shape(a), np.shape(b))
     w = np.exp(a - expand_reduced(y, shape, axis, keepdims))
     ge = unreduce(g, shape, axis, keepdims)
     out: list[Any] = [ge * w if b is None else ge * w * b] + [None] * (n - 1)
     if bpos:
         out[2] = ge * w
+    if scalar:
+        out = [None if c is None else np.reshape(np.sum(c), ()) for c in out]
     return tuple(out)
 
 
