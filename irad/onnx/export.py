@@ -144,7 +144,7 @@ def _name_outputs(nodes: list[onnx.NodeProto], srcs: list[str]) -> list[str]:
     canonical name (so that equal bodies serialise equally).
 
     NOTE: a body ending in ``Identity(v) -> out0`` where ``v`` is computed inside is valid ONNX, but
-    onnxruntime's graph optimizer (1.2x, identity elimination after inlining) then drops values
+    onnxruntime 1.32's basic graph optimizer (after it inlines the function) then drops values
     that later calls read; naming the producing node's output ``out0`` avoids the pattern.
     """
     produced = {o for n in nodes for o in n.output}
