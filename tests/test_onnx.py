@@ -29,18 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from functions import CASES  # noqa: E402
 
 
-def run_model(model, prog, args):
-    """onnxruntime's outputs for ``model`` at ``args`` (dynamic leaves, in order)."""
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    statics = {i for i, _ in prog.forward.statics}
-    leaves = [x for i, x in enumerate(flatten((args, {}))[0]) if i not in statics]
-    feed = {i.name: np.asarray(x) for i, x in zip(sess.get_inputs(), leaves)}
-    return sess, sess.run(None, feed)
-
-
-def expected(prog, args):
-    v, g = prog(*args)
-    return [v] + [x for x in flatten(g)[0] if x is not None]
+from onnx_run import expected, run_model  # noqa: E402  (after importorskip)
 
 
 WORKLOADS = {

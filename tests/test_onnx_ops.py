@@ -20,23 +20,9 @@ ort = pytest.importorskip("onnxruntime", reason="running exported models needs o
 
 import irad  # noqa: E402
 import irad.onnx as ionnx  # noqa: E402
-from irad.pytree import flatten  # noqa: E402
+from onnx_run import expected, run_model  # noqa: E402  (after importorskip)
 
 ATOL = 1e-10
-
-
-def run_model(model, prog, args):
-    """onnxruntime's outputs for ``model`` at ``args`` (dynamic leaves, in order)."""
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    statics = {i for i, _ in prog.forward.statics}
-    leaves = [x for i, x in enumerate(flatten((args, {}))[0]) if i not in statics]
-    feed = {i.name: np.asarray(x) for i, x in zip(sess.get_inputs(), leaves)}
-    return sess, sess.run(None, feed)
-
-
-def expected(prog, args):
-    v, g = prog(*args)
-    return [v] + [x for x in flatten(g)[0] if x is not None]
 
 
 def op_types(model):
