@@ -1,13 +1,14 @@
 """The user-facing API: ``compile``, ``grad``, ``value_and_grad``, ``vjp``.
 
-One compiled program per argument signature (pytree structure, dtypes, shapes, static values,
-rule-registry version).  A cache hit does no tracing: it flattens the arguments, checks the
-key, and runs straight-line Python.  A failed guard (a branch that now goes the other way)
-retraces and caches that path beside the first; a signature that keeps retracing warns.
+One compiled program per call key (pytree structure, dtypes, shapes, static values, rule-registry
+version), each with the assumptions its trace made about the world (``irad.signature``): a cached
+call flattens the arguments, looks the key up, checks the assumptions (one identity test per
+dependency) and runs straight-line Python.  A failed guard (a branch that now goes the other way)
+retraces and caches that path beside the first; a stale dependency retraces; a program that
+keeps retracing warns.
 """
 from __future__ import annotations
 
-import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -15,72 +16,16 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import ad
-from .errors import GradError, GuardError
+from .errors import GradError, GuardError, MutationError
 from .ir import Const, Graph, Var
 from .lower import lower
 from .pytree import TreeDef, flatten, unflatten
-from .rules import registry
-from .deps import check_deps
+from .signature import (NO_ASSUMPTIONS, RETRACE_WARN_AFTER, Assumptions, ProgramCache, RetraceWarning,  # noqa: F401
+                        call_key, check_deps)
 from .trace import trace_values
 
-RETRACE_WARN_AFTER = 8
-
-
-class RetraceWarning(UserWarning):
-    """A gradient function keeps retracing for the same argument signature."""
-
-
-def _leaf_sig(x: Any) -> Any:
-    if isinstance(x, np.ndarray):
-        return (x.dtype, x.shape)
-    tx = type(x)
-    if tx is float or tx is complex or isinstance(x, np.generic):
-        return tx
-    try:
-        hash(x)
-        return (tx, x)  # static: part of the key by value
-    except TypeError:
-        return (tx, repr(x))
-
-
-def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[Any]]:
-    """The cache key of a call (structure, dtypes, shapes, static values, rule-registry version)
-    and its flat leaves, in ``flatten((args, kwargs))`` order.
-
-    This is the per-call hot path: a list of Python floats is keyed by its length in one C-level
-    pass instead of one Python call per element.
-    """
-    leaves: list[Any] = []
-    key = tuple(_key(a, leaves) for a in args)
-    if kwargs:
-        key += (("kw",) + tuple((k, _key(v, leaves)) for k, v in kwargs.items()),)
-    return (key, registry.version()), leaves
-
-
-_FLOAT_ONLY = {float}
-
-
-def _key(x: Any, leaves: list[Any]) -> Any:
-    tx = type(x)
-    if tx is np.ndarray:
-        leaves.append(x)
-        return (x.dtype, x.shape)
-    if tx is float:
-        leaves.append(x)
-        return float
-    if tx is list or tx is tuple:
-        if x and set(map(type, x)) == _FLOAT_ONLY:
-            leaves.extend(x)
-            return (tx, "floats", len(x))
-        return (tx,) + tuple(_key(e, leaves) for e in x)
-    if tx is dict:
-        return ("dict",) + tuple((k, _key(v, leaves)) for k, v in x.items())
-    if x is None:
-        return None
-    if isinstance(x, tuple) and hasattr(tx, "_fields"):  # namedtuple
-        return (tx,) + tuple(_key(e, leaves) for e in x)
-    leaves.append(x)
-    return _leaf_sig(x)
+#: the cache key of a call and its flat leaves (kept under its old name for tools)
+signature = call_key
 
 
 def _argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
@@ -95,10 +40,13 @@ def _argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
 
 @dataclass
 class Program:
-    """A compiled gradient program for one argument signature.
+    """A compiled gradient program for one call key.
 
     ``prog(*args) -> (value, gradient)``; ``source`` is the generated Python, ``graph`` the
-    optimised joint forward+backward graph, ``forward`` the traced graph.
+    optimised joint forward+backward graph, ``forward`` the traced graph.  A call whose key
+    differs (another shape, another static value), whose assumptions no longer hold (a rebound
+    global, a changed attribute) or whose guards fail is answered by a program traced for it,
+    never by this one: ``prog.source`` stays what was compiled at ``irad.compile`` time.
     """
 
     name: str
@@ -112,15 +60,45 @@ class Program:
     n_out: int
     grad_slots: list[tuple[int, TreeDef, list[int | None]]]  # (argnum, tree, joint output index per leaf)
     first: Any = field(default=None, repr=False)  # (value, grad) of the call that traced
-    deps: tuple[tuple[Any, ...], ...] = ()  # globals, cells, methods, overloads the trace read
+    assumptions: Assumptions = field(default=NO_ASSUMPTIONS, repr=False)
+    key: Any = field(default=None, repr=False)
+    dyn_pos: list[int] | None = field(default=None, repr=False)  # leaf positions of the inputs (None: all)
+    #: (leaf position or array of the world, joint output index): what the function updates in
+    #: place, written back after each run so that every call mutates it as Python does
+    writeback: tuple[tuple[Any, int], ...] = field(default=(), repr=False)
+    f: Any = field(default=None, repr=False)
+    passes: Any = field(default=None, repr=False)
     _builders: Any = field(default=None, repr=False)
+    _other: Any = field(default=None, repr=False)  # the GradFunction that answers other calls
+
+    @property
+    def deps(self) -> tuple[tuple[Any, ...], ...]:
+        """What the trace read from the world (see ``irad.signature``)."""
+        return self.assumptions.deps
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        _, leaves = signature(args, kwargs)
-        if not self.forward.statics:
-            return self.unpack(self.fn(*leaves))
-        statics = {i for i, _ in self.forward.statics}  # NOTE: once per call, not once per leaf
-        return self.unpack(self.fn(*[x for i, x in enumerate(leaves) if i not in statics]))
+        key, leaves = call_key(args, kwargs)
+        if key == self.key and self.assumptions.check() is None:
+            try:
+                flat = self.run(leaves)
+            except GuardError:
+                pass
+            else:
+                return self.unpack(flat)
+        other = self._other
+        if other is None:
+            other = self._other = GradFunction(self.f, self.argnums[0] if self.single else self.argnums, True,
+                                               self.passes)
+        return other(*args, **kwargs)
+
+    def run(self, leaves: list[Any]) -> Any:
+        """The flat outputs of the program on a call's leaves (arguments updated in place too)."""
+        dyn = self.dyn_pos
+        flat = self.fn(*leaves) if dyn is None else self.fn(*[leaves[i] for i in dyn])
+        if self.writeback:
+            for t, k in self.writeback:
+                np.copyto(leaves[t] if type(t) is int else t, flat[k])
+        return flat
 
     def unpack(self, flat: Sequence[Any]) -> tuple[Any, Any]:
         builders = self._builders
@@ -133,6 +111,10 @@ class Program:
 
     def guard_locations(self) -> tuple[str, ...]:
         return getattr(self.fn, "__irad_guards__", ())
+
+    def guard_failure(self, e: GuardError) -> str:
+        locs = self.guard_locations()
+        return locs[e.args[0]] if e.args and isinstance(e.args[0], int) and e.args[0] < len(locs) else str(e)
 
 
 def _builder(tree: TreeDef, idx: list[int | None]) -> Callable[[Sequence[Any]], Any]:
@@ -207,13 +189,14 @@ def compile(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
             passes: Sequence[Callable[[Graph], Graph]] | None = None, **kwargs: Any) -> Program:
     """Trace ``f`` at ``args``, differentiate, optimise and lower it: ``prog(*args) -> (value, grad)``."""
     nums = _argnums(argnums, len(args))
+    key, _ = call_key(args, kwargs)
     g, tracer, _ = trace_values(f, args, kwargs)
-    return _build(f, g, tracer.values, args, kwargs, nums, isinstance(argnums, int), passes, tuple(tracer.deps))
+    return _build(f, g, tracer, args, kwargs, nums, isinstance(argnums, int), passes, key)
 
 
-def _build(f: Callable[..., Any], g: Graph, values: dict[int, Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
            nums: tuple[int, ...], single: bool, passes: Sequence[Callable[[Graph], Graph]] | None,
-           deps: tuple[tuple[Any, ...], ...] = ()) -> Program:
+           key: Any) -> Program:
     fname = getattr(f, "__name__", "f")
     outs = [o for o in g.outputs]
     if len(outs) != 1 or (isinstance(outs[0], Var) and getattr(outs[0].type, "shape", ()) != ()) \
@@ -223,21 +206,39 @@ def _build(f: Callable[..., Any], g: Graph, values: dict[int, Any], args: tuple[
         raise GradError(f"grad of {fname}: the function must return one float scalar, it returned ({types_}); "
                         "use irad.vjp for other outputs")
     wrt_leaf, slots = _wrt_inputs(g, args, kwargs, nums, fname)
-    joint = ad.reverse(g, values, wrt_leaf, seed="one")
+    joint = ad.reverse(g, tracer.values, wrt_leaf, seed="one")
     jg = joint.graph
+    dyn_pos = _dyn_positions(g, args, kwargs)
+    n_joint = len(jg.outputs)
+    targets = [dyn_pos[k] if dyn_pos is not None else k for k, _ in tracer.mutated_inputs] + \
+        [a for a, _ in tracer.mutated_world]
+    writeback = tuple((t, n_joint + j) for j, t in enumerate(targets))
+    if writeback:  # NOTE: extra outputs after the gradients: written back once the program has finished
+        finals = [v for _, v in tracer.mutated_inputs] + [v for _, v in tracer.mutated_world]
+        jg = jg.replace(outputs=jg.outputs + tuple(finals))
     from . import passes as irad_passes
     jg = irad_passes.run(jg, passes)
     low = lower(jg, f"{fname}_grad")
     slots = [(a, tree, [None if k is None else joint.n_outputs + k for k in idx]) for a, tree, idx in slots]
     prog = Program(fname, g, jg, low.source, low.fn, nums, single, g.out_tree or flatten(None)[1],
-                   joint.n_outputs, slots, deps=deps)
+                   joint.n_outputs, slots, assumptions=Assumptions(tuple(tracer.deps)), key=key, dyn_pos=dyn_pos,
+                   writeback=writeback, f=f, passes=passes)
     flat = [joint.values[o.id] if isinstance(o, Var) else o.value for o in joint.graph.outputs]
     prog.first = prog.unpack(flat)
     return prog
 
 
+def _dyn_positions(g: Graph, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int] | None:
+    """The flat leaf positions of the graph's inputs (None: every leaf is an input)."""
+    if not g.statics:
+        return None
+    statics = {i for i, _ in g.statics}
+    return [i for i in range(flatten((args, kwargs))[1].num_leaves) if i not in statics]
+
+
 class GradFunction:
-    """``value_and_grad(f)``/``grad(f)``: compiled once per argument signature, retraced on guard failure."""
+    """``value_and_grad(f)``/``grad(f)``: compiled once per call key, retraced when a guard fails or
+    the world the trace read changed (``irad.signature``)."""
 
     def __init__(self, f: Callable[..., Any], argnums: int | Sequence[int], with_value: bool,
                  passes: Sequence[Callable[[Graph], Graph]] | None = None) -> None:
@@ -245,74 +246,79 @@ class GradFunction:
         self.argnums = argnums
         self.with_value = with_value
         self.passes = passes
-        self.cache: dict[Any, list[tuple[Program, list[int] | None]]] = {}
-        self.traces = 0
-        self.retraces: dict[Any, int] = {}
         self.__name__ = f"{'value_and_grad' if with_value else 'grad'}({getattr(f, '__name__', 'f')})"
         self.__doc__ = getattr(f, "__doc__", None)
+        self.cache: ProgramCache[Program] = ProgramCache(self.__name__, self._arg_names)
+        self.traces = 0
+
+    def _arg_names(self) -> list[str]:
+        import inspect
+        try:
+            return list(inspect.signature(self.f).parameters)
+        except (TypeError, ValueError):
+            return []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key, leaves = signature(args, kwargs)
-        progs = self.cache.get(key)
+        key, leaves = call_key(args, kwargs)
+        prog, flat = self._select(key, leaves, args, kwargs)
+        return self._result(prog.first if flat is None else prog.unpack(flat))
+
+    def _select(self, key: Any, leaves: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) \
+            -> tuple[Program, Any]:
+        """The program for this call and its flat outputs (None: it was traced by this call)."""
+        cache = self.cache
+        progs = cache.get(key)
         failed: list[str] = []
         if progs:
-            if check_deps(progs[0][0].deps) is not None:  # something the trace read was rebound
-                progs.clear()
-        if progs:
-            for k, (prog, dyn_pos) in enumerate(progs):
+            for k, prog in enumerate(progs):
+                stale = prog.assumptions.check()
+                if stale is not None:
+                    cache.drop(key, prog, prog.assumptions.stale() or "a dependency")
+                    continue
                 try:
-                    flat = prog.fn(*leaves) if dyn_pos is None else prog.fn(*[leaves[i] for i in dyn_pos])
+                    flat = prog.run(leaves)
                 except GuardError as e:
-                    failed.append(prog.guard_locations()[e.args[0]] if e.args and isinstance(e.args[0], int)
-                                  and e.args[0] < len(prog.guard_locations()) else str(e))
+                    failed.append(prog.guard_failure(e))
                     continue
                 if k:
-                    progs.insert(0, progs.pop(k))
-                return self._result(prog.unpack(flat))
-        return self._retrace(key, args, kwargs, failed)
+                    cache.promote(key, progs, k)
+                if cache.going_stale:
+                    cache.settled()
+                return prog, flat
+        return self._retrace(key, args, kwargs, failed), None
 
     def __irad_trace_call__(self, tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Called on traced values (e.g. ``grad(grad(f))``): compile untraced, then run the
-        generated program under the tracer, which records its ops like any user code."""
+        """Called on traced values (e.g. ``grad(grad(f))``): choose the program for these values
+        untraced (its guards and assumptions checked), then run it under the tracer, which records
+        its ops like any user code and takes on what the inner trace read from the world."""
         from .hooks import paused
+        key, leaves = call_key(args, kwargs)
         with paused():
-            prog = self.program(*args, **kwargs)
-        statics = {i for i, _ in prog.forward.statics}
-        leaves = flatten((args, kwargs))[0]
-        flat = tracer.call(prog.fn, tuple(x for i, x in enumerate(leaves) if i not in statics), {})
+            prog, _ = self._select(key, [np.array(x, copy=True) if isinstance(x, np.ndarray) else x
+                                         for x in leaves], args, kwargs)
+        if prog.writeback:
+            raise MutationError(f"{self.__name__} inside another transform: the function updates an argument in "
+                                "place; copy it first (x = x.copy())")
+        tracer.deps.update(prog.assumptions.deps)
+        dyn = prog.dyn_pos
+        flat = tracer.call(prog.fn, tuple(leaves) if dyn is None else tuple(leaves[i] for i in dyn), {})
         return self._result(prog.unpack(flat))
 
-    def _retrace(self, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any], failed: list[str]) -> Any:
+    def _retrace(self, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any], failed: list[str]) -> Program:
         self.traces += 1
         nums = _argnums(self.argnums, len(args))
         g, tracer, _ = trace_values(self.f, args, kwargs)
-        prog = _build(self.f, g, tracer.values, args, kwargs, nums, isinstance(self.argnums, int), self.passes,
-                      tuple(tracer.deps))
-        statics = {i for i, _ in g.statics}
-        dyn_pos: list[int] | None = [i for i in range(len(signature(args, kwargs)[1])) if i not in statics]
-        if not statics:
-            dyn_pos = None  # every leaf is an input: no gathering on the hot path
-        lst = self.cache.setdefault(key, [])
-        lst.insert(0, (prog, dyn_pos))
-        if failed:
-            n = self.retraces[key] = self.retraces.get(key, 0) + 1
-            if n == RETRACE_WARN_AFTER:
-                warnings.warn(
-                    f"{self.__name__} retraced {n} times for the same argument shapes because value-dependent "
-                    f"branches keep changing (guard at {failed[-1]}); each new path is traced and compiled. "
-                    "Consider np.where or moving the branch out of the differentiated function.",
-                    RetraceWarning, stacklevel=3)
-        return self._result(prog.first)
+        prog = _build(self.f, g, tracer, args, kwargs, nums, isinstance(self.argnums, int), self.passes, key)
+        self.cache.add(key, prog, failed[-1] if failed else None)
+        return prog
 
     def _result(self, vg: tuple[Any, Any]) -> Any:
         return vg if self.with_value else vg[1]
 
     def program(self, *args: Any, **kwargs: Any) -> Program:
         """The compiled program that a call with these arguments runs (compiling it if needed)."""
-        key, _ = signature(args, kwargs)
-        if key not in self.cache:
-            self(*args, **kwargs)
-        return self.cache[key][0][0]
+        key, leaves = call_key(args, kwargs)
+        return self._select(key, leaves, args, kwargs)[0]
 
 
 def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, *,
@@ -341,10 +347,15 @@ class VJPProgram:
     slots: list[tuple[TreeDef, list[int | None]]]
     dyn_pos: list[int]
     seeds: list[int]  # output positions whose cotangents the backward program takes
-    deps: tuple[tuple[Any, ...], ...] = ()
+    assumptions: Assumptions = field(default=NO_ASSUMPTIONS, repr=False)
+
+    @property
+    def deps(self) -> tuple[tuple[Any, ...], ...]:
+        return self.assumptions.deps
 
 
-_VJP_CACHE: "weakref.WeakKeyDictionary[Any, dict[Any, list[VJPProgram]]]" = weakref.WeakKeyDictionary()
+#: vjp's programs, per function (weakly: released with it)
+_VJP_CACHE: "weakref.WeakKeyDictionary[Any, ProgramCache[VJPProgram]]" = weakref.WeakKeyDictionary()
 
 
 def vjp(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
@@ -354,15 +365,16 @@ def vjp(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable
     Programs are cached per function and argument signature; the call that traces returns the
     traced values, so ``f``'s side effects happen once per call either way.
     """
-    key, leaves = signature(args, kwargs)
-    try:
-        per_f = _VJP_CACHE.setdefault(f, {})
-    except TypeError:  # not weak-referenceable: no cache
-        per_f = {}
-    cached = per_f.get(key)
-    if cached and check_deps(cached[0].deps) is not None:
-        cached.clear()
-    for prog in cached or ():
+    key, leaves = call_key(args, kwargs)
+    per_f = _VJP_CACHE.get(f) if _weakrefable(f) else None
+    if per_f is None:
+        per_f = ProgramCache(f"vjp({getattr(f, '__name__', 'f')})")
+        if _weakrefable(f):
+            _VJP_CACHE[f] = per_f
+    for prog in per_f.get(key) or ():
+        if prog.assumptions.check() is not None:
+            per_f.drop(key, prog, prog.assumptions.stale() or "a dependency")
+            continue
         try:
             flat = prog.fwd(*[leaves[i] for i in prog.dyn_pos])
         except GuardError:
@@ -370,8 +382,16 @@ def vjp(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable
         y = unflatten(prog.out_tree, flat[: prog.n_out])
         return y, _pullback(prog, list(flat[prog.n_out:]), f)
     prog, y, residuals = _compile_vjp(f, args, kwargs)
-    per_f.setdefault(key, []).insert(0, prog)
+    per_f.add(key, prog)
     return y, _pullback(prog, residuals, f)
+
+
+def _weakrefable(f: Any) -> bool:
+    try:
+        weakref.ref(f)
+    except TypeError:
+        return False
+    return True
 
 
 def _vjp_traced(tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -379,9 +399,10 @@ def _vjp_traced(tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     pullback it returns is ordinary Python that the tracer follows when it is called."""
     from .hooks import paused
     f, fargs = args[0], args[1:]
-    key, leaves = signature(fargs, kwargs)
+    key, leaves = call_key(fargs, kwargs)
     with paused():
         prog = _compile_vjp(f, fargs, kwargs)[0]
+    tracer.deps.update(prog.assumptions.deps)
     flat = tracer.call(prog.fwd, tuple(leaves[i] for i in prog.dyn_pos), {})
     return unflatten(prog.out_tree, flat[: prog.n_out]), _pullback(prog, list(flat[prog.n_out:]), f)
 
@@ -391,6 +412,9 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     from . import passes as irad_passes
 
     g, tracer, _ = trace_values(f, args, kwargs)
+    if tracer.mutated_inputs or tracer.mutated_world:
+        raise MutationError(f"vjp of {getattr(f, '__name__', 'f')}: the function updates an argument in place "
+                            "(this call did, a compiled forward program would not); copy it first (x = x.copy())")
     statics = {i for i, _ in g.statics}
     n_leaves = flatten((args, kwargs))[1].num_leaves
     dyn_pos = [i for i in range(n_leaves) if i not in statics]
@@ -417,7 +441,7 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     bwd_low = lower(bwd_g, f"{name}_pullback")
     out_tree = g.out_tree or flatten(None)[1]
     prog = VJPProgram(fwd_low.fn, bwd_low.fn, fwd_low.source, bwd_low.source, g, joint.n_outputs, out_tree, slots,
-                      dyn_pos, list(joint.seed_outputs), tuple(tracer.deps))
+                      dyn_pos, list(joint.seed_outputs), Assumptions(tuple(tracer.deps)))
     y = unflatten(out_tree, [joint.values[o.id] if isinstance(o, Var) else o.value for o in g.outputs])
     residuals = evaluate_residuals(fwd_g, joint, tracer.values)
     return prog, y, residuals

@@ -48,3 +48,13 @@ class GradError(IradError):
 
 class PassError(IradError):
     """A pass failed; the message names it and the passes that ran before it."""
+
+
+class LoadError(IradError):
+    """An ONNX model ``irad.onnx.load`` cannot read: unreadable or malformed (an attribute of the
+    wrong type or out of range), or nodes with no numpy form; the message lists every problem."""
+
+    def __init__(self, name: str, problems: list[str]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"cannot import ONNX model {name!r}: {len(problems)} problem(s):\n{lines}")

@@ -17,12 +17,14 @@ from bytecode import Bytecode, Instr, Label, TryBegin
 
 from . import hooks, pyver
 from .errors import UnsupportedError
+from .weakcache import WeakIdMap
 
-_CODE_CACHE: dict[int, tuple[types.CodeType, types.CodeType]] = {}
-INSTRUMENTED: set[int] = set()  # ids of instrumented code objects (kept alive by _CODE_CACHE)
-#: the global names each instrumented code object reads (what a compiled program depends on)
+#: original code -> its instrumented twin (the twin never refers to the original: the entry goes with it)
+_TWINS: WeakIdMap[types.CodeType, types.CodeType] = WeakIdMap()
+#: ids of live instrumented code objects (an id leaves with its code, before it can be reused)
+INSTRUMENTED: set[int] = set()
+#: the global names each live instrumented code object reads (what a compiled program depends on)
 GLOBAL_NAMES: dict[int, frozenset[str]] = {}
-_FN_CACHE: "weakref.WeakKeyDictionary[types.FunctionType, tuple[Any, ...]]" = weakref.WeakKeyDictionary()
 
 
 def is_instrumented(code: types.CodeType) -> bool:
@@ -33,9 +35,9 @@ def instrument_code(code: types.CodeType) -> types.CodeType:
     """The instrumented twin of ``code`` (cached by identity: equal code from two files differs)."""
     if id(code) in INSTRUMENTED:
         return code
-    hit = _CODE_CACHE.get(id(code))
-    if hit is not None and hit[0] is code:
-        return hit[1]
+    hit = _TWINS.get(code)
+    if hit is not None:
+        return hit
     try:
         bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
         new = _rewrite(bc).to_code()
@@ -46,27 +48,32 @@ def instrument_code(code: types.CodeType) -> types.CodeType:
             f"cannot instrument the bytecode of {code.co_qualname}: {type(e).__name__}: {e}",
             f"{code.co_filename}:{code.co_firstlineno}",
             "please report this function; as a workaround register a rule for it with @irad.rrule") from e
-    _CODE_CACHE[id(code)] = (code, new)
-    INSTRUMENTED.add(id(new))
-    GLOBAL_NAMES[id(new)] = frozenset(ins.arg[1] if isinstance(ins.arg, tuple) else ins.arg
-                                      for ins in bc if isinstance(ins, Instr) and ins.name == "LOAD_GLOBAL")
+    k = id(new)
+    INSTRUMENTED.add(k)
+    GLOBAL_NAMES[k] = frozenset(ins.arg[1] if isinstance(ins.arg, tuple) else ins.arg
+                                for ins in bc if isinstance(ins, Instr) and ins.name == "LOAD_GLOBAL")
+    weakref.finalize(new, _forget, k).atexit = False
+    _TWINS[code] = new
     return new
 
 
+def _forget(k: int) -> None:
+    INSTRUMENTED.discard(k)
+    GLOBAL_NAMES.pop(k, None)
+
+
 def instrument_function(fn: types.FunctionType) -> types.FunctionType:
-    """A copy of ``fn`` running instrumented code, sharing its globals, closure cells and defaults."""
+    """A copy of ``fn`` running instrumented code, sharing its globals, closure cells and defaults.
+
+    Built afresh per call (cheap): a cached copy would hold ``fn``'s closure (a user's batch),
+    globals and defaults alive, and go stale when ``fn.__defaults__`` is rebound."""
     code = fn.__code__
     if id(code) in INSTRUMENTED:
         return fn
-    hit = _FN_CACHE.get(fn)
-    if hit is not None and hit[0] is code and hit[1] is fn.__defaults__ and hit[2] is fn.__kwdefaults__:
-        return hit[3]  # type: ignore[no-any-return]
     new = types.FunctionType(instrument_code(code), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__ = fn.__qualname__
     new.__module__ = fn.__module__
-    new.__wrapped_by_irad__ = fn  # type: ignore[attr-defined]
-    _FN_CACHE[fn] = (code, fn.__defaults__, fn.__kwdefaults__, new)
     return new
 
 

@@ -144,11 +144,17 @@ class Var:
 
 @dataclass(frozen=True, eq=False)
 class Const:
-    """A value baked into the graph.  ``origin`` says where it came from (``global W``, ...)."""
+    """A value baked into the graph.  ``origin`` says where it came from (``global W``, ...).
+
+    ``live``: an array of the user's world (a global, a closure cell, an attribute) that the
+    program reads at each call.  It may be mutated in place between calls, so passes never fold
+    it, never cache anything by its contents, and never copy it (DESIGN §7).
+    """
 
     value: Any
     type: Type
     origin: str = ""
+    live: bool = False
 
     def _key(self) -> Any:
         return _const_key(self.value)

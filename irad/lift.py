@@ -19,6 +19,7 @@ from typing import Any
 from bytecode import Bytecode, CellVar, FreeVar, Instr
 
 from . import pyver
+from .weakcache import WeakIdMap
 
 
 @dataclass(frozen=True)
@@ -39,15 +40,24 @@ class CannotLift(Exception):
     """The closure's code uses a construct the lifter does not rewrite."""
 
 
-_CACHE: dict[int, tuple[types.CodeType, Lifted]] = {}
+#: closure code -> (lifted code, free names, mode); the lifted code never refers to the original
+_CACHE: WeakIdMap[types.CodeType, tuple[types.CodeType, tuple[str, ...], str]] = WeakIdMap()
 
 
 def lift(closure: types.FunctionType, name: str | None = None) -> Lifted:
-    """Lift ``closure`` (cached by its code object)."""
+    """Lift ``closure``: the rewritten code is cached by the closure's code object; the function is
+    made per call with the closure's current globals and defaults (a cached one would keep them)."""
     code = closure.__code__
-    hit = _CACHE.get(id(code))
-    if hit is not None and hit[0] is code:
-        return hit[1]
+    hit = _CACHE.get(code)
+    if hit is None:
+        hit = _CACHE[code] = _lift_code(code, name)
+    new_code, free, mode = hit
+    fn = types.FunctionType(new_code, closure.__globals__, new_code.co_name, closure.__defaults__)
+    fn.__kwdefaults__ = closure.__kwdefaults__
+    return Lifted(fn, free, mode)
+
+
+def _lift_code(code: types.CodeType, name: str | None) -> tuple[types.CodeType, tuple[str, ...], str]:
     bc = Bytecode.from_code(code)
     free = list(bc.freevars)
     writes = {i.arg.name for i in bc if isinstance(i, Instr) and i.name in ("STORE_DEREF", "DELETE_DEREF")
@@ -105,8 +115,4 @@ def lift(closure: types.FunctionType, name: str | None = None) -> Lifted:
         new_code = new.to_code()
     except Exception as e:  # pragma: no cover - a bytecode shape we did not foresee
         raise CannotLift(f"rewritten code does not assemble: {e}") from e
-    fn = types.FunctionType(new_code, closure.__globals__, new.name, closure.__defaults__)
-    fn.__kwdefaults__ = closure.__kwdefaults__
-    lifted = Lifted(fn, tuple(free), mode)
-    _CACHE[id(code)] = (code, lifted)
-    return lifted
+    return new_code, tuple(free), mode

@@ -3,18 +3,23 @@
 Python operators stay operators (``a * b``: Python floats stay Python floats), ndarray methods
 stay methods, numpy functions are spelled ``np.name``, rules are called by their names
 (``numpy_tanh_fwd``), each backward line says what it computes, and array values are freed
-(``del``) after their last use.  User values never become code: constants enter the program's
-namespace by name, strings and dict keys only through ``repr``, comments are one sanitised line.
+(``del``) after their last use.
+
+User values never become code (DESIGN.md §7).  Identifiers are irad's own ASCII names (a user's
+name at most as a sanitised hint, ``ascii_name``); literals are only those irad spells itself
+from exact ``int``/``float``/``complex``/``bool``/``None`` values and short plain ASCII strings
+(``literal``); every other value (dict keys, odd strings, keyword names, docstrings, objects)
+is a named constant in the program's namespace; comments are one sanitised line.
 """
 from __future__ import annotations
 
 import builtins
 import keyword
-import linecache
 import math
 import operator
 import re
 import types
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -23,6 +28,7 @@ import numpy as np
 from .errors import GuardError
 from .ir import ArrayT, Const, Graph, Op, OpaqueT, Var
 from .pytree import flatten
+from .weakcache import compile_source
 
 _INFIX = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
           operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
@@ -54,15 +60,68 @@ def _leaves(x: Any) -> list[Any]:
     return flatten(x)[0]
 
 
-def _sanitize(s: str) -> str:
-    s = re.sub(r"\W", "_", s.replace("]", "")).strip("_") or "v"
-    if not s or s[0].isdigit():
+def _ascii_char(ch: str) -> str:
+    """An ASCII spelling of one non-ASCII character: its base letter (``é`` -> ``e``), its name
+    (``θ`` -> ``theta``) or its code point (``u53d8``); never the character itself."""
+    base = "".join(c for c in unicodedata.normalize("NFKD", ch) if c.isascii())
+    if base.isalnum():
+        return base
+    word = unicodedata.name(ch, "").rsplit(" ", 1)[-1].lower()
+    if word.isascii() and word.isalpha():
+        return word
+    return f"u{ord(ch):x}" if ch.isalnum() else "_"
+
+
+def ascii_name(hint: str) -> str:
+    """A valid ASCII identifier made from a user's name, for generated source.
+
+    Python NFKC-normalises identifiers in source, so a non-ASCII name could silently become
+    another one (``x_ｂar`` is ``x_bar``, ``ﬁ`` is ``fi``).  ASCII names are their own normal form:
+    two distinct names stay distinct once the emitter has made them unique.
+    """
+    s = hint if hint.isascii() else "".join(
+        ch if ch.isascii() else _ascii_char(ch) for ch in unicodedata.normalize("NFKC", hint))
+    s = re.sub(r"[^A-Za-z0-9_]", "_", s.replace("]", ""))[:64].strip("_") or "v"
+    if s[0].isdigit():
         s = "v_" + s
     return s
 
 
+def _is_name(s: Any) -> bool:
+    """``s`` may be written in source as itself: an ASCII identifier that is no keyword."""
+    return type(s) is str and s.isascii() and s.isidentifier() and not keyword.iskeyword(s)
+
+
+def _hint(x: Any, default: str) -> str:
+    """``x.__name__`` as a name hint when it is a string (a metaclass may make it anything)."""
+    n = getattr(x, "__name__", None)
+    return n if type(n) is str and n else default
+
+
 def _comment(s: str) -> str:
+    """One line of a comment: no line breaks, no bidi or other control characters."""
     return "".join(ch if ch.isprintable() else "?" for ch in s)[:120]
+
+
+def literal(x: Any) -> str | None:
+    """The source text of ``x`` where irad can spell it exactly and safely, else None.
+
+    Only exact builtin types whose text has a fixed grammar qualify (a subclass could override
+    ``__repr__``); ints past 64 bits and strings other than short plain ASCII without quotes or
+    backslashes become namespace constants instead.
+    """
+    t = type(x)
+    if x is None or t is bool:
+        return repr(x)
+    if t is int:
+        return repr(x) if x.bit_length() <= 64 else None
+    if t is float:
+        return repr(x) if math.isfinite(x) else None
+    if t is complex:
+        return repr(x) if math.isfinite(x.real) and math.isfinite(x.imag) else None
+    if t is str and len(x) <= 40 and x.isascii() and x.isprintable() and "'" not in x and "\\" not in x:
+        return f"'{x}'"
+    return None
 
 
 class _Emitter:
@@ -78,12 +137,13 @@ class _Emitter:
     # ---- names ----------------------------------------------------------------------------
 
     def fresh(self, base: str) -> str:
-        base = _sanitize(base)
+        base = ascii_name(base)
         if keyword.iskeyword(base):
             base += "_"
         name, k = base, 2
         while name in self.used:
             name, k = f"{base}_{k}", k + 1
+        assert _is_name(name), name
         self.used.add(name)
         return name
 
@@ -105,26 +165,29 @@ class _Emitter:
     def fn(self, f: Any, prim: str) -> str:
         if f in _BUILTINS if _hashable(f) else False:
             return _BUILTINS[f]
-        if prim.startswith("numpy."):
+        parts = prim.split(".")
+        if parts[0] == "numpy" and all(_is_name(p) for p in parts[1:]):
             target: Any = np
             try:
-                for part in prim.split(".")[1:]:
+                for part in parts[1:]:
                     target = getattr(target, part)
                 if target is f:
-                    return "np." + prim[len("numpy."):]
+                    return "np." + ".".join(parts[1:])
             except AttributeError:
                 pass
-        return self.obj(f, getattr(f, "__name__", None) or prim.rsplit(".", 1)[-1])
+        return self.obj(f, _hint(f, parts[-1]))
 
     # ---- expressions ----------------------------------------------------------------------
 
     def lit(self, x: Any) -> str:
-        if x is None or type(x) in (bool, int, str, bytes):
-            return repr(x)
+        """``x`` in source: its literal where ``literal`` can spell it, else a namespace name."""
+        text = literal(x)
+        if text is not None:
+            return text
         if type(x) is float:
-            return repr(x) if math.isfinite(x) else self.obj(x, "inf" if x == x else "nan")
-        if type(x) is complex:
-            return repr(x) if math.isfinite(x.real) and math.isfinite(x.imag) else self.obj(x, "c")
+            return self.obj(x, "inf" if x == x else "nan")
+        if type(x) in (str, bytes):
+            return self.obj(x, "s")
         if x is Ellipsis:
             return "..."
         if type(x) is tuple:
@@ -137,11 +200,12 @@ class _Emitter:
         if isinstance(x, np.ndarray):
             return self.obj(x, "c")
         if isinstance(x, np.generic):
-            return self.obj(x, f"{_SHORT_DTYPE.get(x.dtype.name, x.dtype.name)}_{x.item()!r}")
+            short = _SHORT_DTYPE.get(x.dtype.name, x.dtype.name)
+            return self.obj(x, f"{short}_{x.item()!r}" if x.dtype.kind in "biufc" else short)
         if isinstance(x, np.dtype):
             return self.obj(x, f"dtype_{x.name}")
         if isinstance(x, type):
-            return self.obj(x, getattr(x, "__name__", "T"))
+            return self.obj(x, _hint(x, "T"))
         return self.obj(x, "k")
 
     def arg(self, a: Any) -> str:
@@ -155,9 +219,17 @@ class _Emitter:
         if type(a) is list:
             return "[" + ", ".join(self.arg(e) for e in a) + "]"
         if type(a) is dict:
-            return "{" + ", ".join(f"{k!r}: {self.arg(e)}" if type(k) in (str, int) else
-                                   f"{self.lit(k)}: {self.arg(e)}" for k, e in a.items()) + "}"
+            return "{" + ", ".join(f"{self.lit(k)}: {self.arg(e)}" for k, e in a.items()) + "}"
         return self.lit(a)
+
+    def kwargs(self, kws: list[tuple[str, Any]]) -> list[str]:
+        """Keyword arguments: ``k=v`` while ``k`` is a plain name, then ``**{K: v, ...}`` from the
+        first that is not (``f(**{"a b": x, "ﬁ": y})`` passes names no source may spell; ``ﬁ=``
+        would mean ``fi=``), so that the callee sees them in their order."""
+        n = next((i for i, (k, _) in enumerate(kws) if not _is_name(k)), len(kws))
+        parts = [f"{k}={self.arg(v)}" for k, v in kws[:n]]
+        rest = [f"{self.lit(k)}: {self.arg(v)}" for k, v in kws[n:]]
+        return parts + ([f"**{{{', '.join(rest)}}}"] if rest else [])
 
     def index(self, a: Any) -> str:
         """A subscript: slices as ``a:b``, tuples without parentheses."""
@@ -189,13 +261,16 @@ class _Emitter:
             return fast
         if not kws:
             if f in _INFIX and len(args) == 2:
-                return f"{self.arg(args[0])} {_INFIX[f]} {self.arg(args[1])}"
+                a = self.arg(args[0])
+                if f is operator.pow and a.startswith("-"):  # NOTE: -2.0 ** x is -(2.0 ** x)
+                    a = f"({a})"
+                return f"{a} {_INFIX[f]} {self.arg(args[1])}"
             if f in _PREFIX and len(args) == 1:
                 return f"{_PREFIX[f]}{self.arg(args[0])}"
             if f is operator.getitem and len(args) == 2:
                 return f"{self.arg(args[0])}[{self.index(args[1])}]"
-        parts = [self.arg(a) for a in args] + [f"{k}={self.arg(v)}" for k, v in kws]
-        if isinstance(f, _METHOD_TYPES) and args and isinstance(args[0], Var):
+        parts = [self.arg(a) for a in args] + self.kwargs(kws)
+        if isinstance(f, _METHOD_TYPES) and args and isinstance(args[0], Var) and _is_name(f.__name__):
             return f"{parts[0]}.{f.__name__}({', '.join(parts[1:])})"
         return f"{self.fn(f, op.prim)}({', '.join(parts)})"
 
@@ -245,8 +320,9 @@ class _Emitter:
                     f"raise _GuardError({k})  # guard: data-dependent shape"]
         if op.prim == "rule_fwd":
             rule = op.kw("_rule")
-            f = self.obj(op.fn, op.fn.__name__)
-            args = [self.arg(a) for a in op.args] + [f"{k}={self.arg(v)}" for k, v in op.kwargs if not k.startswith("_")]
+            f = self.obj(op.fn, _hint(op.fn, "rule_fwd"))
+            kws = [(k, v) for k, v in op.kwargs if not k.startswith("_")]
+            args = [self.arg(a) for a in op.args] + self.kwargs(kws)
             ys, s = op.outs[:-1], op.outs[-1]
             rhs = f"{f}({', '.join(args)})"
             if len(ys) == 1:
@@ -256,17 +332,17 @@ class _Emitter:
                     f"{', '.join(self.var(y) for y in ys)}, = _leaves({tmp})"]
         if op.prim in ("pullback", "call_pullback"):
             rule = op.kw("_rule")
-            f = self.obj(op.fn, op.fn.__name__)
+            f = self.obj(op.fn, _hint(op.fn, "pullback"))
             rhs = f"{f}({self.arg(op.args[0])}, {self.arg(op.args[1])})"
             outs = [self.var(o) for o in op.outs]
             note = f"  # {', '.join(outs)} from {self.arg(op.args[1])} through {_comment(rule.name)}"
             if len(op.outs) == 1:
-                idx = "".join(f"[{k!r}]" for k in op.unpack[0])
+                idx = "".join(f"[{self.lit(k)}]" for k in op.unpack[0])
                 return [f"{outs[0]} = {rhs}{idx}{note}"]
             tmp = self.fresh("cots")
             lines = [f"{tmp} = {rhs}{note}"]
             for o, path in zip(outs, op.unpack):
-                lines.append(f"{o} = {tmp}{''.join(f'[{k!r}]' for k in path)}")
+                lines.append(f"{o} = {tmp}{''.join(f'[{self.lit(k)}]' for k in path)}")
             return lines
         rhs = self.call(op)
         if not op.outs:
@@ -289,11 +365,11 @@ def _hashable(x: Any) -> bool:
 
 
 def lower(g: Graph, name: str | None = None, *, docstring: str = "") -> Lowered:
-    """Compile ``g`` to a Python function ``name(*inputs) -> tuple(outputs)``."""
-    name = _sanitize(name or g.name)
+    """Compile ``g`` to a Python function ``name(*inputs) -> tuple(outputs)``.  ``docstring``
+    becomes the function's ``__doc__`` as a value: it is never part of the source."""
     guard_names: list[str] = []
     e = _Emitter(g, guard_names)
-    e.used.add(name)
+    name = e.fresh(name or g.name)
     params = [e.var(v) for v in g.inputs]
 
     last_use: dict[int, int] = {}
@@ -316,8 +392,6 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "") -> Lowered:
             dying[i].append(v)
 
     body: list[str] = []
-    if docstring:
-        body.append(f'"""{_comment(docstring)}"""')
     for i, op in enumerate(g.ops):
         body.extend(e.op(op))
         dead = dying.get(i)
@@ -328,11 +402,10 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "") -> Lowered:
             for o in g.outputs]
     body.append("return " + (", ".join(outs) + ("," if len(outs) == 1 else "") if outs else "()"))
     src = f"def {name}({', '.join(params)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
-    filename = f"<irad-generated {name} {id(g):x}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    code = compile(src, filename, "exec")
+    code = compile_source(src, f"irad-generated {name}")  # in linecache while the program lives
     ns = dict(e.ns)
     exec(code, ns)
     fn = ns[name]
+    fn.__doc__ = docstring or None
     fn.__irad_guards__ = tuple(guard_names)
     return Lowered(src, fn, name)

@@ -46,6 +46,12 @@ def capture(holder: Captured) -> Any:
     return holder.value
 
 
+def read_live(a: np.ndarray) -> np.ndarray:
+    """An array of the user's world that the function updates in place, read at the start of the
+    call: its contents before the update (the update itself is written back after the program)."""
+    return a
+
+
 def setitem(a: Any, index: Any, v: Any) -> np.ndarray:
     """``a[index] = v`` as a new array."""
     out = np.array(a, copy=True)

@@ -31,13 +31,14 @@ import numpy as np
 
 from . import hooks
 from .effects import is_impure
-from .deps import LIBRARY_PREFIXES, MISSING, DictRef, Identity
+from .signature import LIBRARY_PREFIXES, MISSING, DictRef, Identity, class_attr, contents_dep, function_dep
 from .errors import MutationError, UnsupportedError
 from .instrument import GLOBAL_NAMES, INSTRUMENTED, instrument_function
-from .ir import Const, Graph, Loc, Op, Var, const, is_differentiable, typeof
+from .ir import Const, Graph, Loc, Op, Var, const, is_differentiable, map_atoms, typeof
 from .pytree import flatten, unflatten
 from .rules import registry
 from .views import ViewTracking, by_id, member, root_of
+from .weakcache import WeakIdMap
 from .specials import (ARRAY_MUTATORS, DUNDER_BUILTINS, MUTATORS, SPECIAL, UFUNC_METHODS, callback,
                        run_dunder_builtin, ufunc_at, vectorize_call)
 
@@ -147,8 +148,21 @@ class Tracer(ViewTracking):
         self._pending: dict[int, tuple[list[tuple[Any, ...]], list[np.ndarray], str]] = {}
         self._pyclass: dict[type, bool] = {}
         self._boxed: set[int] = set()  # id() of the 0-d arrays that stand for np.bool_ results
-        #: what the trace read that user code may rebind: (kind, object, key, value); see irad.deps
+        #: what the trace read that user code may rebind: (kind, object, key, value); see irad.signature
         self.deps: set[tuple[Any, ...]] = set()
+        #: containers and objects that existed before the trace and that it reached (id -> object):
+        #: what it reads of them is a dependency.  Objects the trace made are in ``born`` instead.
+        self.world: dict[int, Any] = {}
+        self.born: set[int] = set()
+        self._world_read: set[int] = set()
+        #: (input position, the Var it ends as): arguments the function updated in place, which a
+        #: compiled program writes back so that every call mutates the caller's array, as Python does
+        self.mutated_inputs: list[tuple[int, Any]] = []
+        #: arrays of the world (globals, cells, attributes) the trace follows: Var id -> their live
+        #: constant, which replaces the Var in the graph (see ``track_live``)
+        self._live: dict[int, Const] = {}
+        #: (array of the world, the Var it ends as): updated in place by the function, written back
+        self.mutated_world: list[tuple[np.ndarray, Any]] = []
         #: while tracing through library code: the Vars rebound by in-place updates (see call_library)
         self._rebinds: list[int] | None = None
         #: values an enclosing (paused) trace follows, by id: the closures of a nested transform's function
@@ -256,7 +270,9 @@ class Tracer(ViewTracking):
         if isinstance(x, np.ndarray):
             c = self.consts.get(id(x))
             if c is None:
-                c = Const(x, typeof(x), self._origin(x) if origin is None else origin)
+                # NOTE: an array that existed before the trace is the user's: live (read at each
+                # call, never folded); one an untraced call made during the trace is irad's
+                c = Const(x, typeof(x), self._origin(x) if origin is None else origin, id(x) not in self.born)
                 self.consts[id(x)] = c
                 self._const_roots.add(id(root_of(x)))
                 self.keep.append(x)
@@ -298,10 +314,14 @@ class Tracer(ViewTracking):
             f = g
         if f is None:
             return None
-        key = (id(f.f_code), f.f_lineno)
-        loc = _LOCS.get(key)
+        code, line = f.f_code, f.f_lineno or 0
+        per_line = _LOCS.get(code)
+        if per_line is None:
+            per_line = {}
+            _LOCS[code] = per_line
+        loc = per_line.get(line)
         if loc is None:
-            loc = _LOCS[key] = Loc(f.f_code.co_filename, f.f_lineno or 0, f.f_code.co_qualname)
+            loc = per_line[line] = Loc(code.co_filename, line, code.co_qualname)
         return loc
 
     def emit(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], outs: tuple[Var, ...],
@@ -629,6 +649,8 @@ class Tracer(ViewTracking):
             for part in (i if type(i) is tuple else (i,)):
                 if self.is_tracked(part):
                     self.guard_value(part)
+        if self.world and id(a) in self.world:
+            self.read_world(a)
         r = a[i]
         if ta is np.ndarray and isinstance(r, np.ndarray) and r.base is not None:
             self._note_untracked_view(r, operator.getitem, (a, i), {})
@@ -668,6 +690,8 @@ class Tracer(ViewTracking):
 
     def iterable(self, v: Any) -> Any:
         """What iterating over ``v`` should iterate: rows of a traced array, a user ``__iter__``."""
+        if self.world and id(v) in self.world:
+            self.read_world(v)
         if type(v) is np.ndarray and v.ndim >= 2 and not self._seen(v):
             return self.rows(v)  # rows are views: a later write through one must reach `v`
         if id(v) in self.vars:
@@ -693,9 +717,10 @@ class Tracer(ViewTracking):
         to = type(o)
         if to is types.ModuleType:
             v = getattr(o, name)
-            if not o.__name__.startswith(LIBRARY_PREFIXES) and (
-                    isinstance(v, (np.ndarray, float, int, complex, types.FunctionType))):
-                self.deps.add(("global", DictRef(vars(o)), name, Identity(v)))  # `config.scale` may be rebound
+            if name in vars(o):  # `config.scale` may be rebound, `np.sin` monkeypatched
+                self.deps.add(("global", DictRef(vars(o)), name, Identity(v)))
+                if not o.__name__.startswith(LIBRARY_PREFIXES):
+                    self.reach(v, f"global {name}")
             return v
         if id(o) in self.vars or (to is np.ndarray and name in _VIEW_ATTRS):
             if name in _STATIC_ATTRS:
@@ -732,10 +757,36 @@ class Tracer(ViewTracking):
                     return self.call(ga, (o, name), {})
             if isinstance(ga, types.FunctionType):  # CPython would call it natively: call it traced
                 try:
-                    return gab(o, name)
+                    r = gab(o, name)
                 except AttributeError:
                     return self.call(ga, (o, name), {})
-        return getattr(o, name)
+                self._read_attr(o, name, r)
+                return r
+        r = getattr(o, name)
+        self._read_attr(o, name, r)
+        return r
+
+    def _read_attr(self, o: Any, name: str, r: Any) -> None:
+        """The trace read ``o.name`` of an object it did not make: what it read is a dependency
+        (``model.w = new``, ``model.flag = True``, an instance attribute shadowing a method)."""
+        if id(o) in self.born or id(o) in self.vars:
+            return
+        to = type(o)
+        if isinstance(o, type):
+            if not _native_class(o):  # a class attribute: `Model.scale`
+                self.deps.add(("attr", o, name, Identity(class_attr(o, name))))
+                self.reach(r, f"attribute {name}")
+            return
+        d = getattr(o, "__dict__", None)
+        if type(d) is dict:
+            self.deps.add(("inst", Identity(o), name, Identity(d.get(name, MISSING))))
+            if name not in d and not _native_class(to):  # from the class: a method, a class-level default
+                self.deps.add(("attr", to, name, Identity(class_attr(to, name))))
+        elif not _native_class(to) and type(r) is not types.MethodType:  # __slots__
+            self.deps.add(("inst", Identity(o), name, Identity(r)))
+        else:
+            return
+        self.reach(r, f"attribute {name}")
 
     def setattr(self, o: Any, name: str, v: Any) -> None:
         to = type(o)
@@ -906,16 +957,67 @@ class Tracer(ViewTracking):
         return False
 
     def _depend_on(self, fn: types.FunctionType, inst: types.FunctionType) -> None:
-        """Record what the trace of ``fn`` read that the user may rebind later: its globals and
-        closure cells (a compiled program checks them before each call, see ``irad.api``)."""
+        """Record what the trace of ``fn`` reads that the user may change later: its code and
+        defaults, its globals and closure cells (a compiled program checks them before each call,
+        see ``irad.signature``).  Their values are the roots of the world the trace reaches."""
+        self.deps.add(function_dep(fn))
         g = fn.__globals__
         for name in GLOBAL_NAMES.get(id(inst.__code__), ()):
-            self.deps.add(("global", DictRef(g), name, Identity(g.get(name, MISSING))))
-        for cell in fn.__closure__ or ():
+            v = g.get(name, MISSING)
+            self.deps.add(("global", DictRef(g), name, Identity(v)))
+            self.reach(v, f"global {name}")
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
             try:
-                self.deps.add(("cell", Identity(cell), None, Identity(cell.cell_contents)))
+                v = cell.cell_contents
             except ValueError:  # an empty cell (a name assigned later)
-                pass
+                continue
+            self.deps.add(("cell", Identity(cell), name, Identity(v)))
+            self.reach(v, f"closure {name}")
+        for v in fn.__defaults__ or ():
+            self.reach(v, "default")
+        for k, v in (fn.__kwdefaults__ or {}).items():
+            self.reach(v, f"default {k}")
+
+    def reach(self, v: Any, origin: str = "") -> None:
+        """``v`` existed before the trace (a global, a cell, an attribute of an older object): a
+        container or object whose contents the trace reads becomes a dependency, an array is
+        followed as a live constant."""
+        tv = type(v)
+        if id(v) in self.vars or id(v) in self.born:
+            return
+        if tv is np.ndarray:
+            self.track_live(v, origin)
+            return
+        if tv in _WORLD_SKIP:
+            return
+        if tv is list or tv is dict or tv is tuple or tv is set or tv is deque or _object_fields(v) is not None \
+                or (not _native_class(tv) and not isinstance(v, (type, types.ModuleType, types.FunctionType))):
+            self.world[id(v)] = v
+
+    def track_live(self, x: np.ndarray, origin: str) -> None:
+        """Follow an array of the world like a traced value, so that every op on it is recorded
+        and runs at each call (``np.ones(3) * W`` must not be computed once at trace time).  In
+        the graph it is a live constant: the program reads the array itself, whatever it holds."""
+        # NOTE: a negative id: the Var never reaches the graph, and the printed numbering stays
+        v = Var(-2 - len(self._live), typeof(x), origin.rsplit(" ", 1)[-1] if origin else "")
+        self._live[v.id] = Const(x, typeof(x), origin, True)
+        self.track(x, v)
+
+    def read_world(self, c: Any) -> None:
+        """The trace reads the items of ``c`` (indexing, iteration, a method): when ``c`` is a
+        mutable container of the world, its items are a dependency, and what they hold is world."""
+        if id(c) not in self.world or id(c) in self._world_read:
+            return
+        self._world_read.add(id(c))
+        tc = type(c)
+        if tc is list or tc is dict or tc is deque:
+            self.deps.add(contents_dep(c))
+        if tc is tuple or tc is list or tc is deque:
+            for e in c:
+                self.reach(e, "item")
+        elif tc is dict:
+            for e in c.values():
+                self.reach(e, "item")
 
     def construct(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         new = cls.__new__
@@ -925,6 +1027,7 @@ class Tracer(ViewTracking):
             obj = object.__new__(cls)
         else:
             obj = new(cls, *args, **kwargs)
+        self.born.add(id(obj))  # what the trace reads of it is not a dependency
         if isinstance(obj, cls):
             init = self.dunder(cls, "__init__")
             if isinstance(init, types.FunctionType):
@@ -943,6 +1046,10 @@ class Tracer(ViewTracking):
         if member(f, _STATIC_FUNCS_):
             return f(*args, **kwargs)  # depends on shapes and dtypes only
         owner = getattr(f, "__self__", None)
+        if self.world:  # `d.items()`, `np.array(coeffs)`: the items of a container of the world
+            for a in (owner,) + args:
+                if id(a) in self.world:
+                    self.read_world(a)
         if _reduces_iterable(f, owner) and any(_is_iterator(a) for a in args):
             # math.fsum(map(...)), "".join(generator): let the tracer see the items
             args = tuple(list(self.iterable(a)) if _is_iterator(a) else a for a in args)
@@ -957,6 +1064,7 @@ class Tracer(ViewTracking):
             tracked = True
         if not tracked and not impure:
             r = f(*args, **kwargs)
+            self.born.add(id(r))  # made during the trace: a constant of irad's, not the user's world
             if type(r) is np.ndarray and r.base is not None:
                 if isinstance(owner, np.ndarray) and hasattr(np.ndarray, getattr(f, "__name__", "")):
                     self._note_untracked_view(r, getattr(np.ndarray, f.__name__), (owner,) + args, kwargs)
@@ -1089,7 +1197,38 @@ class Tracer(ViewTracking):
             -> Graph:
         leaves, out_tree = flatten(outputs)
         outs = tuple(self.atom(x) for x in leaves)
-        return Graph(self.name, inputs, tuple(self._capture_ops) + tuple(self.ops), outs, in_tree, out_tree, statics)
+        from . import ops as irad_ops
+        reads: list[Op] = []
+        env: dict[int, Any] = dict(self._live)
+        for vid, c in self._live.items():  # the world's arrays the function updated in place
+            v = self.vars.get(id(c.value))
+            if v is not None and v.id not in self._live:
+                self.mutated_world.append((c.value, self.atom(c.value)))
+                # NOTE: a Var, not the constant: at trace time the array already holds its update,
+                # the uses before it need the snapshot taken when it changed (values[vid])
+                r = env[vid] = Var(self.next_id, c.type, c.origin.rsplit(" ", 1)[-1])
+                self.next_id += 1
+                self.values[r.id] = self.values[vid]
+                reads.append(Op("irad.ops.read_live", (c,), (), (r,), irad_ops.read_live, None))
+        ops = tuple(reads) + tuple(self._capture_ops) + tuple(self.ops)
+        if self._live:
+            ops, outs = _substitute(ops, outs, env)
+            self.mutated_inputs = [(k, env.get(a.id, a)) for k, a in self.mutated_inputs]
+            self.mutated_world = [(o, env.get(a.id, a)) for o, a in self.mutated_world]
+        return Graph(self.name, inputs, ops, outs, in_tree, out_tree, statics)
+
+
+def _substitute(ops: tuple[Op, ...], outs: tuple[Any, ...], env: dict[int, Any]) -> tuple[tuple[Op, ...], tuple[Any, ...]]:
+    """Replace the Vars in ``env`` by their constants in every op and output."""
+    def sub(a: Any) -> Any:
+        return env.get(a.id, a) if isinstance(a, Var) else a
+    new_ops = []
+    for op in ops:
+        if any(isinstance(a, Var) and a.id in env for a in op.inputs):
+            op = Op(op.prim, tuple(map_atoms(a, sub) for a in op.args),
+                    tuple((k, map_atoms(v, sub)) for k, v in op.kwargs), op.outs, op.fn, op.loc, op.unpack)
+        new_ops.append(op)
+    return tuple(new_ops), tuple(map_atoms(o, sub) for o in outs)
 
 
 def _sequence_iter(obj: Any) -> Any:
@@ -1232,7 +1371,8 @@ _TYPE_CALL = vars(type)["__call__"]
 _LRU_WRAPPER = type(functools.lru_cache(lambda: None))
 _MOD = hooks._NAMES.index("mod")
 _OP_NAMES = [registry.qualname(f) for f in hooks.OUT_OF_PLACE]
-_LOCS: dict[tuple[int, int], Loc] = {}
+#: code object -> line -> Loc; by identity and weakly (a dead code's id is reused by the next)
+_LOCS: WeakIdMap[types.CodeType, dict[int, Loc]] = WeakIdMap()
 _NO_DUNDER = object()
 _DUNDER_BINOPS = {f"__{n.rstrip('_')}__": k for k, n in enumerate(hooks._NAMES)} | \
     {f"__i{n.rstrip('_')}__": k + hooks.N_BINOPS for k, n in enumerate(hooks._NAMES)}
@@ -1243,6 +1383,9 @@ _DUNDER_UNARY = {"__neg__": "UNARY_NEGATIVE", "__pos__": "UNARY_POSITIVE", "__in
                  "__abs__": ""}  # keyed by instrumented code objects, which stay alive
 _FAST = frozenset({float, int, bool, complex, np.ndarray, np.float64, np.float32, np.int64, str, type(None)})
 _CONTAINER_FAST = frozenset({list, tuple, dict, set, str, range})
+#: values that are never containers of the world (arrays read from it are live constants)
+_WORLD_SKIP = _FAST | {np.float32, np.int32, np.bool_, slice, range, types.FunctionType, types.ModuleType,
+                       types.BuiltinFunctionType, type, np.ufunc, bytes}
 
 
 # ---- entry point ----------------------------------------------------------------------------
@@ -1287,6 +1430,10 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     gc.disable()
     try:
         result = t.call(f, tuple(targs), dict(tkwargs))
+        fresh = [y for i, y in enumerate(new_leaves) if trackable(leaves[i]) and i not in constant]
+        for k, (y, v) in enumerate(zip(fresh, inputs)):
+            if isinstance(y, np.ndarray) and t.vars.get(id(y)) is not v:
+                t.mutated_inputs.append((k, t.atom(y)))
         g = t.graph(tuple(inputs), result, in_tree, tuple(statics))
     finally:
         hooks.STATE.tracer = prev

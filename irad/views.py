@@ -204,6 +204,7 @@ class ViewTracking:
         for key, c in list(self.consts.items()):
             if isinstance(c.value, np.ndarray) and np.may_share_memory(c.value, a):
                 object.__setattr__(c, "value", c.value.copy())
+                object.__setattr__(c, "live", False)  # a snapshot irad made
                 del self.consts[key]  # later reads of the array see its new contents
                 self.keep.append(c.value)
 

@@ -11,28 +11,33 @@ from irad.errors import TraceError
 from irad.ir import STATE, Const, Graph, Op, Var, map_atoms
 from irad.lift import CannotLift, lift
 from irad.rules.registry import Rule
+from irad.weakcache import WeakIdMap
 
 from .inline import _sample, _Skip
 
-_LIFTED: dict[tuple[int, int], Rule] = {}
+#: rule -> pullback code -> its explicit twin; weak and by identity (a dead rule's or code's id is
+#: reused), and the twin refers to neither key (``fwd`` keeps the rule's name, not the rule)
+_LIFTED: WeakIdMap[Rule, WeakIdMap[types.CodeType, Rule]] = WeakIdMap()
 
 
 def _explicit_rule(rule: Rule, closure: types.FunctionType) -> Rule:
     """The explicit twin of a closure rule: ``fwd`` returns the closure's free variables (or
     cells) as state; ``bwd`` is the lifted pullback, an ordinary named function."""
-    key = (id(rule), id(closure.__code__))
-    hit = _LIFTED.get(key)
+    per_code = _LIFTED.get(rule)
+    if per_code is None:
+        per_code = _LIFTED[rule] = WeakIdMap()
+    hit = per_code.get(closure.__code__)
     if hit is not None:
         return hit
     lifted = lift(closure, f"{rule.name.replace('.', '_').replace('<', '').replace('>', '')}_pullback")
-    code, rule_fn, cells = closure.__code__, rule.closure_fn, lifted.mode == "cells"
+    code, rule_fn, rule_name, cells = closure.__code__, rule.closure_fn, rule.name, lifted.mode == "cells"
     site = (code.co_filename, code.co_firstlineno, code.co_qualname)  # NOTE: traced code runs an instrumented twin
 
     def fwd(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
         y, pb = rule_fn(*args, **kwargs)
         c = getattr(pb, "__code__", None)
         if c is None or (c.co_filename, c.co_firstlineno, c.co_qualname) != site:
-            raise TraceError(f"the rule for {rule.name} returned a different pullback than when it was lifted",
+            raise TraceError(f"the rule for {rule_name} returned a different pullback than when it was lifted",
                              hint="return one pullback function from a closure rule")
         state = pb.__closure__ or ()
         return y, tuple(state) if cells else tuple(c.cell_contents for c in state)
@@ -53,7 +58,7 @@ def _explicit_rule(rule: Rule, closure: types.FunctionType) -> Rule:
     lifted_fn.__qualname__ = f"{base}_body"
     setattr(generated, lifted_fn.__qualname__, lifted_fn)
     new = Rule(rule.impl, rule.name, fwd, bwd, "lifted", rule.types, rule.closure_fn)
-    _LIFTED[key] = new
+    per_code[code] = new
     return new
 
 

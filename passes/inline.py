@@ -58,16 +58,20 @@ _BODIES: dict[Any, Any] = {}
 _BODIES_MAX = 4096
 
 
-def _body_key(fn: Any, tree: TreeDef, leaves: list[Any]) -> Any:
-    """The cache key of tracing ``fn`` on these host leaves, or None when a constant is not hashable."""
+def _body_key(fn: Any, tree: TreeDef, leaves: list[Any], live: dict[int, Const]) -> Any:
+    """The cache key of tracing ``fn`` on these host leaves, or None when a constant is not hashable.
+
+    A live constant (the user's array, read at each call: ``live`` by id) is an input of the body,
+    keyed by its type like a Var: its contents today say nothing about the next call."""
     from irad.rules import registry
 
     parts: list[Any] = [fn, tree, registry.version()]
     for leaf in leaves:
-        if isinstance(leaf, Var):
-            if isinstance(leaf.type, ArrayT) and int(np.prod(leaf.type.shape)) > 4096:
+        if isinstance(leaf, Var) or id(leaf) in live:
+            t = leaf.type if isinstance(leaf, Var) else live[id(leaf)].type
+            if isinstance(t, ArrayT) and int(np.prod(t.shape)) > 4096:
                 return None  # NOTE: the cache keeps the sample values alive: small ones only
-            parts.append(leaf.type)
+            parts.append(("input", t))
         elif isinstance(leaf, np.ndarray):
             if leaf.size > 64:
                 return None
@@ -98,15 +102,22 @@ class _Splicer:
         def sval(a: Any) -> Any:
             return samples[a.id] if isinstance(a, Var) else a.value
 
+        live: dict[int, Const] = {}  # NOTE: the user's arrays are inputs of the body, never folded into it
+
         def hleaf(a: Any) -> Any:
-            return a if isinstance(a, Var) else a.value
+            if isinstance(a, Var):
+                return a
+            if a.live:
+                live[id(a.value)] = a
+            return a.value
 
         s_args = tuple(map_atoms(a, sval) for a in host_args)
         s_kwargs = {k: map_atoms(a, sval) for k, a in host_kwargs.items()}
         host_leaves, host_tree = flatten((tuple(map_atoms(a, hleaf) for a in host_args),
                                           {k: map_atoms(a, hleaf) for k, a in host_kwargs.items()}))
-        constant = frozenset(i for i, leaf in enumerate(host_leaves) if not isinstance(leaf, Var))
-        key = _body_key(fn, host_tree, host_leaves)
+        constant = frozenset(i for i, leaf in enumerate(host_leaves)
+                             if not isinstance(leaf, Var) and id(leaf) not in live)
+        key = _body_key(fn, host_tree, host_leaves, live)
         hit = _BODIES.get(key) if key is not None else None
         if hit is None:
             with np.errstate(all="ignore"):
@@ -136,7 +147,7 @@ class _Splicer:
                 continue
             inp = g.inputs[k]
             k += 1
-            env[inp.id] = leaf if isinstance(leaf, Var) else const(leaf)
+            env[inp.id] = leaf if isinstance(leaf, Var) else live.get(id(leaf)) or const(leaf)
         preset: dict[int, Var] = {}
         if keep is not None:
             defined = {o.id for op in g.ops for o in op.outs}

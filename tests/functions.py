@@ -357,7 +357,7 @@ def advanced_int_indexing(x):
     return (a ** 2).sum() + b.sum() + c.mean() + d.sum()
 
 
-@case(normal((5,)))
+@case(normal((5,)), guards=True)  # the mask is the user's array, read live: its count is guarded
 def constant_mask_indexing(x):
     return (x[MASK_GLOBAL] ** 2).sum() + x[~MASK_GLOBAL].sum()
 

@@ -12,7 +12,7 @@ import numpy as np
 import onnx  # the onnx package (absolute import), not irad.onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ..errors import IradError
+from ..errors import IradError, LoadError  # noqa: F401 (LoadError: re-exported)
 from ..ir import ArrayT, Const, Op, ScalarT, Type, Var
 
 class ExportError(IradError):
@@ -22,15 +22,6 @@ class ExportError(IradError):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"cannot export {name} to ONNX: {len(problems)} op(s) have no ONNX form:\n{lines}")
-
-
-class LoadError(IradError):
-    """An ONNX model holds nodes ``load`` cannot read back; the message lists every one."""
-
-    def __init__(self, name: str, problems: list[str]) -> None:
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"cannot import ONNX model {name}: {len(problems)} node(s) have no numpy form:\n{lines}")
 
 
 # the default opset of the installed onnx (onnxruntime 1.32 runs opset 28, onnx 1.23's default)

@@ -24,6 +24,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..weakcache import WeakIdMap
+
 Fwd = Callable[..., tuple[Any, Any]]
 Bwd = Callable[[Any, Any], tuple[Any, ...]]
 
@@ -84,22 +86,45 @@ def impl_key(fn: Any) -> Any:
     return fn
 
 
-_QN_CACHE: dict[Any, str] = {}
+#: names of weak-referenceable callables (user functions, types, builtins): they go with them
+_QN_WEAK: WeakIdMap[Any, str] = WeakIdMap()
+#: names of C callables that are not weak-referenceable (ufuncs, numpy dispatchers, method
+#: descriptors) and that a module or type owns, so holding them keeps nothing alive
+_QN_OWNED: dict[int, tuple[Any, str]] = {}
+_DESCRIPTORS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)
 
 
 def qualname(fn: Any) -> str:
     """An importable-looking qualified name for a callable, used to print ops and rules."""
-    try:
-        return _QN_CACHE[fn]
-    except (KeyError, TypeError):
-        pass
+    hit = _QN_OWNED.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    name = _QN_WEAK.get(fn)
+    if name is not None:
+        return name
+    if type(fn) is types.MethodType:  # made afresh by each attribute access: name its function
+        return qualname(fn.__func__)
     name = _qualname(fn)
     try:
-        if len(_QN_CACHE) < 4096:
-            _QN_CACHE[fn] = name
+        _QN_WEAK[fn] = name
     except TypeError:
-        pass
+        if _owned(fn) and len(_QN_OWNED) < 4096:
+            _QN_OWNED[id(fn)] = (fn, name)
     return name
+
+
+def _owned(fn: Any) -> bool:
+    """Whether ``fn`` is a type's descriptor or a module's attribute (alive as long as they are)."""
+    if type(fn) in _DESCRIPTORS:
+        return True
+    name = getattr(fn, "__name__", None)
+    if type(name) is not str:
+        return False
+    for modname in (getattr(fn, "__module__", None), "numpy", "scipy.special"):
+        mod = sys.modules.get(modname) if type(modname) is str else None
+        if mod is not None and vars(mod).get(name) is fn:
+            return True
+    return False
 
 
 def _qualname(fn: Any) -> str:

@@ -1,0 +1,495 @@
+"""Trust I: a compiled program assumes nothing it does not check (``irad.signature``).
+
+One section per class of defect (issue 12).  Each test changes the world between calls of the
+*same* compiled object, then checks value and gradient against plain Python and central finite
+differences in float64 on the second and later calls (the first call's result comes from the
+trace and would hide a stale program).
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+import irad
+from irad.signature import MAX_PROGRAMS, RetraceWarning
+
+
+def fd_grad(f, args, argnum=0, eps=1e-6):
+    """Central finite differences of scalar ``f`` in float64 with respect to ``args[argnum]``."""
+    x = np.asarray(args[argnum], dtype=np.float64)
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        hi, lo = x.copy(), x.copy()
+        hi[i] += eps
+        lo[i] -= eps
+        a_hi = list(args)
+        a_lo = list(args)
+        a_hi[argnum] = hi if x.ndim else float(hi)
+        a_lo[argnum] = lo if x.ndim else float(lo)
+        g[i] = (f(*a_hi) - f(*a_lo)) / (2 * eps)
+    return g
+
+
+def agrees(vg, f, *args, argnum=0):
+    """``vg = irad.value_and_grad(f)``, called now: value and gradient agree with the world now."""
+    value, grad = vg(*args)
+    np.testing.assert_allclose(value, f(*args), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(grad, fd_grad(f, args, argnum), rtol=1e-6, atol=1e-8)
+
+
+X = np.array([0.3, -1.2, 0.7])
+
+
+# ---- 1. constants never leak between programs --------------------------------------------------
+
+@pytest.mark.parametrize("body", ["mul", "matmul", "sin", "where"])
+def test_equal_constants_of_two_programs_stay_two_constants(body):
+    A, B = np.ones(3), np.ones(3)
+    M_A, M_B = np.eye(3), np.eye(3)
+
+    def make(c, m):
+        if body == "mul":
+            return lambda x: np.sum(c * x * x)
+        if body == "matmul":
+            return lambda x: np.sum((m @ x) ** 2)
+        if body == "sin":
+            return lambda x: np.sum(np.sin(c * x))
+        return lambda x: np.sum(np.where(c > 0, x ** 3, x))
+
+    fa, fb = make(A, M_A), make(B, M_B)
+    ga, gb = irad.value_and_grad(fa), irad.value_and_grad(fb)
+    for _ in range(2):
+        ga(X), gb(X)
+    A[:] = 5.0
+    M_A[:] = 7.0
+    for _ in range(2):
+        agrees(gb, fb, X)
+        agrees(ga, fa, X)
+
+
+# ---- 2. in-place mutation is seen by value and gradient ----------------------------------------
+
+W_GLOBAL = np.array([1.0, 2.0, 3.0])
+COEFFS = [1.0, 0.5]
+TABLE = {"scale": 2.0, "shift": 0.1}
+CFG = types.SimpleNamespace(scale=1.5, w=np.array([0.5, 0.25, 2.0]))
+
+
+def uses_global_array(x):
+    return np.sum(np.ones(3) * W_GLOBAL * x) + np.sum(np.tanh(W_GLOBAL.T * x))
+
+
+def uses_global_list(x):
+    return sum(c * np.sum(x ** (k + 1)) for k, c in enumerate(COEFFS))
+
+
+def uses_global_dict(x):
+    return TABLE["scale"] * np.sum(np.sin(x)) + TABLE["shift"] * np.sum(x)
+
+
+def uses_namespace(x):
+    return CFG.scale * np.sum(CFG.w * x ** 2)
+
+
+def test_global_array_mutated_in_place_value_and_gradient_follow():
+    vg = irad.value_and_grad(uses_global_array)
+    vg(X)
+    agrees(vg, uses_global_array, X)
+    before = W_GLOBAL.copy()
+    try:
+        W_GLOBAL[...] *= 5
+        agrees(vg, uses_global_array, X)
+        agrees(vg, uses_global_array, X)
+        W_GLOBAL[1] = -3.0
+        agrees(vg, uses_global_array, X)
+    finally:
+        W_GLOBAL[...] = before
+
+
+def test_closure_array_mutated_in_place():
+    w = np.array([0.5, -1.0, 2.0])
+    m = np.eye(3)
+
+    def f(x):
+        return np.sum(np.exp(w * x)) + np.sum(m @ x)
+
+    for make in (irad.value_and_grad, lambda f: irad.compile(f, X)):
+        w[:] = [0.5, -1.0, 2.0]
+        m[...] = np.eye(3)
+        vg = make(f)
+        vg(X)
+        vg(X)
+        w *= 2
+        m[0, 1] = 4.0
+        agrees(vg, f, X)
+        agrees(vg, f, X)
+
+
+def test_global_list_and_dict_mutated():
+    for f in (uses_global_list, uses_global_dict):
+        vg = irad.value_and_grad(f)
+        vg(X)
+        agrees(vg, f, X)
+    saved_c, saved_t = list(COEFFS), dict(TABLE)
+    try:
+        COEFFS[1] = 4.0
+        TABLE["scale"] = -1.0
+        for f in (uses_global_list, uses_global_dict):
+            vg = irad.value_and_grad(f)
+            vg(X)
+        vgl, vgd = irad.value_and_grad(uses_global_list), irad.value_and_grad(uses_global_dict)
+        vgl(X), vgd(X)
+        COEFFS.append(0.25)  # a longer list
+        TABLE["shift"] = 3.0
+        agrees(vgl, uses_global_list, X)
+        agrees(vgd, uses_global_dict, X)
+        COEFFS[0] = 2.0
+        del TABLE["shift"]
+        TABLE["shift"] = 0.0
+        agrees(vgl, uses_global_list, X)
+        agrees(vgd, uses_global_dict, X)
+    finally:
+        COEFFS[:] = saved_c
+        TABLE.clear()
+        TABLE.update(saved_t)
+
+
+def test_attribute_of_a_module_level_namespace_object():
+    vg = irad.value_and_grad(uses_namespace)
+    vg(X)
+    agrees(vg, uses_namespace, X)
+    saved = (CFG.scale, CFG.w.copy())
+    try:
+        CFG.scale = -2.0  # rebound
+        agrees(vg, uses_namespace, X)
+        CFG.w[0] = 10.0  # mutated in place
+        agrees(vg, uses_namespace, X)
+        CFG.w = np.array([1.0, 1.0, 1.0])  # rebound to a new array
+        agrees(vg, uses_namespace, X)
+    finally:
+        CFG.scale, CFG.w = saved
+
+
+def test_monkeypatched_numpy_function(monkeypatch):
+    def f(x):
+        return np.sum(np.sin(x) * x)
+
+    vg = irad.value_and_grad(f)
+    vg(X)
+    agrees(vg, f, X)
+    monkeypatch.setattr(np, "sin", np.tanh)
+    agrees(vg, f, X)
+    agrees(vg, f, X)
+    monkeypatch.undo()
+    agrees(vg, f, X)
+
+
+# ---- 3. object state ----------------------------------------------------------------------------
+
+class Model:
+    scale = 1.0
+
+    def __init__(self, w):
+        self.w = w
+        self.flag = False
+
+    def predict(self, x):
+        return np.tanh(self.w * x)
+
+    def loss(self, x):
+        y = self.predict(x)
+        if self.flag:
+            y = y * 3.0
+        return self.scale * np.sum(y ** 2)
+
+
+class SlotModel:
+    __slots__ = ("w",)
+
+    def __init__(self, w):
+        self.w = w
+
+    def loss(self, x):
+        return np.sum(np.sin(self.w * x))
+
+
+def test_bound_method_follows_the_object():
+    m = Model(np.array([0.5, 1.0, -0.5]))
+    vg = irad.value_and_grad(m.loss)
+    vg(X)
+    agrees(vg, m.loss, X)
+    m.w = np.array([2.0, 0.1, 1.0])  # rebound attribute
+    agrees(vg, m.loss, X)
+    m.w *= 3  # in place
+    agrees(vg, m.loss, X)
+    m.flag = True  # a branch on an attribute
+    agrees(vg, m.loss, X)
+    agrees(vg, m.loss, X)
+    m.predict = lambda x: np.cos(x) * m.w  # an instance attribute shadowing a method
+    agrees(vg, m.loss, X)
+    del m.predict
+    agrees(vg, m.loss, X)
+    Model.scale = 4.0  # a class attribute
+    try:
+        agrees(vg, m.loss, X)
+    finally:
+        Model.scale = 1.0
+
+
+def test_object_passed_as_an_argument():
+    def f(x, model):
+        return model.loss(x)
+
+    m = Model(np.array([0.5, 1.0, -0.5]))
+    vg = irad.value_and_grad(f)
+    vg(X, m)
+    agrees(vg, f, X, m)
+    m.w = np.array([1.5, -1.0, 0.0])
+    agrees(vg, f, X, m)
+    m2 = Model(np.array([3.0, 3.0, 3.0]))
+    agrees(vg, f, X, m2)
+    agrees(vg, f, X, m)
+
+
+def test_slots_object():
+    s = SlotModel(np.array([1.0, 2.0, 3.0]))
+    vg = irad.value_and_grad(s.loss)
+    vg(X)
+    agrees(vg, s.loss, X)
+    s.w = np.array([-1.0, 0.5, 0.25])
+    agrees(vg, s.loss, X)
+
+
+def test_changed_defaults_and_code():
+    def f(x, scale=2.0, *, power=2):
+        return scale * np.sum(x ** power)
+
+    def other(x, scale=2.0, *, power=2):
+        return scale * np.sum(np.sin(x))
+
+    vg = irad.value_and_grad(f)
+    vg(X)
+    agrees(vg, f, X)
+    f.__defaults__ = (5.0,)
+    agrees(vg, f, X)
+    f.__kwdefaults__["power"] = 3  # mutated in place
+    agrees(vg, f, X)
+    f.__code__ = other.__code__
+    agrees(vg, f, X)
+    agrees(vg, f, X)
+
+
+def test_helper_redefined_and_default_of_helper():
+    def helper(x, k=1.0):
+        return k * x ** 2
+
+    def f(x):
+        return np.sum(helper(x))
+
+    vg = irad.value_and_grad(f)
+    vg(X)
+    helper.__defaults__ = (3.0,)
+    agrees(vg, f, X)
+
+
+# ---- 4. Program.__call__ checks its key, its assumptions and its guards -----------------------
+
+def test_program_call_with_another_static_or_shape():
+    def f(x, n):
+        return np.sum(x ** n)
+
+    prog = irad.compile(f, X, 2)
+    for n in (2, 3, 2, 4):
+        value, grad = prog(X, n)
+        np.testing.assert_allclose(value, f(X, n))
+        np.testing.assert_allclose(grad, fd_grad(f, (X, n)), rtol=1e-6, atol=1e-8)
+    x5 = np.linspace(-1, 1, 5)
+    value, grad = prog(x5, 3)
+    np.testing.assert_allclose(grad, fd_grad(f, (x5, 3)), rtol=1e-6, atol=1e-8)
+
+
+def test_program_call_after_a_rebound_global_and_a_flipped_branch():
+    state = {"k": 1.0}
+
+    def f(x):
+        if np.sum(x) > 0:
+            return state["k"] * np.sum(x ** 2)
+        return np.sum(np.sin(x))
+
+    prog = irad.compile(f, X)
+    agrees(prog, f, X)
+    state["k"] = 5.0
+    agrees(prog, f, X)
+    agrees(prog, f, -X)  # the other branch
+    agrees(prog, f, X)
+
+
+# ---- 5. statics: by value when hashable, by identity when not ----------------------------------
+
+@dataclasses.dataclass
+class Config:  # eq=True: unhashable
+    scale: float
+
+    def __repr__(self):
+        return "Config(...)"  # the same repr for every object
+
+
+def test_unhashable_static_with_constant_repr():
+    def f(x, cfg):
+        return cfg.scale * np.sum(x ** 2)
+
+    vg = irad.value_and_grad(f)
+    a, b = Config(1.0), Config(3.0)
+    vg(X, a)
+    agrees(vg, f, X, a)
+    agrees(vg, f, X, b)
+    agrees(vg, f, X, a)
+    a.scale = -2.0
+    agrees(vg, f, X, a)
+
+
+def test_unhashable_static_with_default_repr_is_bounded_and_named():
+    @dataclasses.dataclass
+    class Opts:
+        scale: float
+
+    def f(x, opts):
+        return opts.scale * np.sum(x)
+
+    vg = irad.grad(f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(MAX_PROGRAMS + 5):
+            np.testing.assert_allclose(vg(X, Opts(float(i))), np.full(3, float(i)))
+    assert len(vg.cache) <= MAX_PROGRAMS
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RetraceWarning)]
+    assert len(msgs) == 1 and "argument 1 (opts)" in msgs[0], msgs
+
+
+# ---- 8. retraces that never settle warn once, naming what changes ------------------------------
+
+CALLS = 0
+
+
+def counts_calls(x):
+    global CALLS
+    CALLS += 1
+    return CALLS * np.sum(x ** 2)
+
+
+def test_function_rebinding_a_global_it_reads():
+    global CALLS
+    CALLS = 0
+    vg = irad.value_and_grad(counts_calls)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 7):
+            value, grad = vg(X)
+            assert CALLS == n  # the side effect happens on every call, as in Python
+            np.testing.assert_allclose(value, n * np.sum(X ** 2))
+            np.testing.assert_allclose(grad, 2 * n * X)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RetraceWarning)]
+    assert len(msgs) == 1 and "'CALLS'" in msgs[0], msgs
+
+
+def test_nonlocal_helper_retraces_with_one_warning():
+    def make():
+        count = 0
+
+        def bump():
+            nonlocal count
+            count += 1
+            return count
+
+        def f(x):
+            return bump() * np.sum(np.sin(x))
+        return f
+
+    f = make()
+    vg = irad.value_and_grad(f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 6):
+            value, grad = vg(X)
+            np.testing.assert_allclose(value, n * np.sum(np.sin(X)))
+            np.testing.assert_allclose(grad, n * np.cos(X))
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RetraceWarning)]
+    assert len(msgs) == 1 and "'count'" in msgs[0], msgs
+
+
+def test_nested_grad_with_a_branch_that_flips():
+    def f(x):
+        if x > 0:
+            return x ** 3
+        return np.sin(x)
+
+    d2 = irad.grad(irad.grad(f))
+    for x in (0.5, -0.5, 1.5, -2.0, 0.7):
+        expected = 6 * x if x > 0 else -np.sin(x)
+        np.testing.assert_allclose(d2(x), expected, rtol=1e-10)
+
+
+def test_nested_grad_follows_a_rebound_global():
+    def make():
+        k = [2.0]
+
+        def f(x):
+            return k[0] * x ** 3
+        return f, k
+
+    f, k = make()
+    d2 = irad.grad(irad.grad(f))
+    assert np.isclose(d2(1.0), 12.0)
+    assert np.isclose(d2(1.0), 12.0)
+    k[0] = 1.0
+    assert np.isclose(d2(1.0), 6.0)
+
+
+# ---- 10. an argument updated in place: every call, as in Python ---------------------------------
+
+def scale_in_place(x):
+    x *= 2.0
+    return np.sum(x ** 2)
+
+
+def set_first(x):
+    x[0] = 0.5
+    return np.sum(np.sin(x))
+
+
+def view_update(x):
+    y = x[1:]
+    y += 1.0
+    return np.sum(x * x)
+
+
+def dict_update(p, x):
+    p["w"] -= 0.1 * x
+    return np.sum(p["w"] ** 2)
+
+
+@pytest.mark.parametrize("f", [scale_in_place, set_first, view_update])
+def test_argument_updated_in_place_on_every_call(f):
+    vg = irad.value_and_grad(f)
+    x_irad, x_py = X.copy(), X.copy()
+    for _ in range(4):
+        before = x_irad.copy()
+        value, grad = vg(x_irad)
+        expected = f(x_py)
+        np.testing.assert_allclose(x_irad, x_py)  # the caller sees the same update as in Python
+        np.testing.assert_allclose(value, expected)
+        np.testing.assert_allclose(grad, fd_grad(lambda z: f(z.copy()), (before,)), rtol=1e-6, atol=1e-8)
+
+
+def test_dict_argument_updated_in_place():
+    vg = irad.value_and_grad(dict_update)
+    p_irad, p_py = {"w": X.copy()}, {"w": X.copy()}
+    for _ in range(3):
+        value, grad = vg(p_irad, X)
+        expected = dict_update(p_py, X)
+        np.testing.assert_allclose(p_irad["w"], p_py["w"])
+        np.testing.assert_allclose(value, expected)
