@@ -198,7 +198,6 @@ def trace_cost() -> dict[str, float]:
 
 def irad_extras(rounds: int = 7) -> dict[str, Any]:
     """Staleness-check overhead, the accumulate_in_place pass and op counts (irad only)."""
-    from irad.api import check_deps
     out: dict[str, Any] = {}
     mlp = next(w for w in WORKLOADS if w.name == "mlp")
     args = mlp.make_args(np.random.default_rng(0))
@@ -207,7 +206,7 @@ def irad_extras(rounds: int = 7) -> dict[str, Any]:
     vg(*args)
     ratios, t_chk, t_call = [], [], []
     for _ in range(rounds):
-        tc = _median_time(lambda: check_deps(prog.deps), 200)
+        tc = _median_time(prog.assumptions.check, 200)
         tg = _median_time(lambda: vg(*args), 30)
         t_chk.append(tc)
         t_call.append(tg)
@@ -219,7 +218,8 @@ def irad_extras(rounds: int = 7) -> dict[str, Any]:
     # the whole per-call dispatch (signature key, cache lookup, staleness check, result unflattening):
     # a call with the generated code swapped for a stub that returns its last result
     try:  # NOTE: relies on the cached Program's `fn` attribute being what a call runs
-        flat = prog.fn(*[irad.pytree.flatten((args, {}))[0][i] for i in vg.cache[next(iter(vg.cache))][0][1]])
+        leaves = irad.pytree.flatten((args, {}))[0]
+        flat = prog.fn(*(leaves if prog.dyn_pos is None else [leaves[i] for i in prog.dyn_pos]))
         real = prog.fn
         prog.fn = lambda *a: flat
         try:
@@ -341,7 +341,7 @@ def report(results: list[dict[str, Any]], cs: list[Contender], notices: list[str
           f"- tracer: {tc['us_per_op']:.2f} µs per recorded op once the instrumented code is cached; "
           f"{tc['ms_per_function']:.2f} ms to instrument a function the first time (json.decoder's functions, mean)."]
     if extras:
-        L.append(f"- staleness/guard check per call (`irad.api.check_deps(prog.deps)`, {extras['n_deps']} deps, "
+        L.append(f"- staleness check per call (`prog.assumptions.check()`, {extras['n_deps']} deps, "
                  f"MLP): {extras['check_us']:.1f} µs against {extras['call_us']:.1f} µs for one gradient call = "
                  f"{100 * extras['check_share']:.2f} % (target < 5 %)." + (
                      "" if extras["dispatch_share"] is None else

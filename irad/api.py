@@ -282,6 +282,7 @@ class GradFunction:
                     continue
                 if k:
                     cache.promote(key, progs, k)
+                cache.used(key)
                 if cache.going_stale:
                     cache.settled()
                 return prog, flat
@@ -316,7 +317,8 @@ class GradFunction:
         return vg if self.with_value else vg[1]
 
     def program(self, *args: Any, **kwargs: Any) -> Program:
-        """The compiled program that a call with these arguments runs (compiling it if needed)."""
+        """The compiled program that a call with these arguments runs.  It is chosen as a call
+        chooses it (key, assumptions, guards), so this runs the program once, or traces it."""
         key, leaves = call_key(args, kwargs)
         return self._select(key, leaves, args, kwargs)[0]
 

@@ -9,6 +9,7 @@ Version-specific instruction shapes live in ``irad.pyver``; this module is versi
 """
 from __future__ import annotations
 
+import threading
 import types
 import weakref
 from typing import Any
@@ -25,6 +26,10 @@ _TWINS: WeakIdMap[types.CodeType, types.CodeType] = WeakIdMap()
 INSTRUMENTED: set[int] = set()
 #: the global names each live instrumented code object reads (what a compiled program depends on)
 GLOBAL_NAMES: dict[int, frozenset[str]] = {}
+#: serialises instrumenting (misses only: a hit takes no lock), so that threads instrumenting one
+#: code object at once agree on one twin, published complete (INSTRUMENTED and GLOBAL_NAMES
+#: first, then _TWINS).  Reentrant: nested code objects are instrumented inside the outer rewrite.
+_LOCK = threading.RLock()
 
 
 def is_instrumented(code: types.CodeType) -> bool:
@@ -38,22 +43,26 @@ def instrument_code(code: types.CodeType) -> types.CodeType:
     hit = _TWINS.get(code)
     if hit is not None:
         return hit
-    try:
-        bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
-        new = _rewrite(bc).to_code()
-    except UnsupportedError:
-        raise
-    except Exception as e:  # a bytecode shape irad does not know: say so, never run it wrongly
-        raise UnsupportedError(
-            f"cannot instrument the bytecode of {code.co_qualname}: {type(e).__name__}: {e}",
-            f"{code.co_filename}:{code.co_firstlineno}",
-            "please report this function; as a workaround register a rule for it with @irad.rrule") from e
-    k = id(new)
-    INSTRUMENTED.add(k)
-    GLOBAL_NAMES[k] = frozenset(ins.arg[1] if isinstance(ins.arg, tuple) else ins.arg
-                                for ins in bc if isinstance(ins, Instr) and ins.name == "LOAD_GLOBAL")
-    weakref.finalize(new, _forget, k).atexit = False
-    _TWINS[code] = new
+    with _LOCK:
+        hit = _TWINS.get(code)  # another thread may have finished it while this one waited
+        if hit is not None:
+            return hit
+        try:
+            bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+            new = _rewrite(bc).to_code()
+        except UnsupportedError:
+            raise
+        except Exception as e:  # a bytecode shape irad does not know: say so, never run it wrongly
+            raise UnsupportedError(
+                f"cannot instrument the bytecode of {code.co_qualname}: {type(e).__name__}: {e}",
+                f"{code.co_filename}:{code.co_firstlineno}",
+                "please report this function; as a workaround register a rule for it with @irad.rrule") from e
+        k = id(new)
+        INSTRUMENTED.add(k)
+        GLOBAL_NAMES[k] = frozenset(ins.arg[1] if isinstance(ins.arg, tuple) else ins.arg
+                                    for ins in bc if isinstance(ins, Instr) and ins.name == "LOAD_GLOBAL")
+        weakref.finalize(new, _forget, k).atexit = False
+        _TWINS[code] = new  # NOTE: published last: whoever sees the twin finds it complete
     return new
 
 

@@ -405,7 +405,7 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "") -> Lowered:
     code = compile_source(src, f"irad-generated {name}")  # in linecache while the program lives
     ns = dict(e.ns)
     exec(code, ns)
-    fn = ns[name]
+    fn = ns.pop(name)  # NOTE: fn's globals must not hold fn: no cycle, so a released program is freed at once
     fn.__doc__ = docstring or None
     fn.__irad_guards__ = tuple(guard_names)
     return Lowered(src, fn, name)

@@ -28,6 +28,8 @@ from typing import Any, Callable, Generic, Sequence, TypeVar
 
 import numpy as np
 
+from .rules import registry
+
 MISSING = object()
 LIBRARY_PREFIXES = ("numpy", "math", "builtins", "functools", "operator", "irad", "scipy", "collections",
                     "itertools", "typing", "abc", "_")
@@ -115,7 +117,6 @@ def call_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[A
     This is the per-call hot path: a list of Python floats is keyed by its length in one C-level
     pass instead of one Python call per element.
     """
-    from .rules import registry
     leaves: list[Any] = []
     key = tuple(_key(a, leaves) for a in args)
     if kwargs:
@@ -242,8 +243,7 @@ def _dep_test(i: int, dep: tuple[Any, ...], ns: dict[str, Any]) -> str:
         ns[o], ns[v] = obj, expected
         return f"{o}.dispatch({k}) is {v}"
     if kind == "plum":
-        from .rules.registry import implementation
-        ns[o], ns[v], ns["_implementation"] = obj, expected, implementation
+        ns[o], ns[v], ns["_implementation"] = obj, expected, registry.implementation
         return f"_implementation({o}, {k}) is {v}"
     raise ValueError(f"unknown dependency kind {kind!r}")
 
@@ -263,7 +263,7 @@ class Assumptions:
             lines.append(f"        if not ({_dep_test(i, dep, ns)}): return {i}")
         lines += ["    except Exception:", "        return -1", "    return None"]
         exec(compile("\n".join(lines), "<irad assumptions>", "exec"), ns)  # noqa: S102 - irad's own names only
-        self.check: Callable[[], int | None] = ns["check"]
+        self.check: Callable[[], int | None] = ns.pop("check")  # no cycle through its own globals
 
     def stale(self) -> str | None:
         """None when everything the trace read is unchanged; else what changed."""
@@ -306,19 +306,26 @@ class ProgramCache(Generic[P]):
         self.max_keys = max_keys
         self._arg_names = arg_names
         self._entries: "OrderedDict[Any, list[P]]" = OrderedDict()
+        #: the programs of a key, or None (the hot path: a bound C method, no Python frame)
+        self.get: Callable[[Any], list[P] | None] = self._entries.get
+        self._touch = self._entries.move_to_end
         self._lock = threading.Lock()
         self._stale: dict[str, int] = {}
         self._warned: set[str] = set()
         self.flips: dict[Any, int] = {}
-
-    def get(self, key: Any) -> list[P] | None:
-        return self._entries.get(key)
 
     def __contains__(self, key: Any) -> bool:
         return key in self._entries
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def used(self, key: Any) -> None:
+        """A program of ``key`` ran: the key is the most recently used."""
+        try:
+            self._touch(key)
+        except KeyError:  # dropped by another thread meanwhile
+            pass
 
     def promote(self, key: Any, progs: list[P], k: int) -> None:
         """Program ``k`` of ``key`` passed its guards: try it first next time."""
@@ -344,6 +351,7 @@ class ProgramCache(Generic[P]):
 
     @property
     def going_stale(self) -> bool:
+        """Something went stale since the last call that ran a cached program."""
         return bool(self._stale)
 
     def settled(self) -> None:

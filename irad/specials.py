@@ -37,7 +37,7 @@ def callback(f: Any) -> Any:
         return f
 
     def traced_callback(*args: Any, **kwargs: Any) -> Any:
-        t = hooks.STATE.tracer
+        t = hooks.active_tracer()
         return f(*args, **kwargs) if t is None else t.call(f, args, kwargs)
     return traced_callback
 

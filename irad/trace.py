@@ -166,7 +166,7 @@ class Tracer(ViewTracking):
         #: while tracing through library code: the Vars rebound by in-place updates (see call_library)
         self._rebinds: list[int] | None = None
         #: values an enclosing (paused) trace follows, by id: the closures of a nested transform's function
-        self._captured: dict[int, Any] = _captured_values(hooks.STATE.outer)
+        self._captured: dict[int, Any] = _captured_values(hooks.OUTER.get())
         self._capture_ops: list[Op] = []
 
     # ---- values ---------------------------------------------------------------------------
@@ -326,6 +326,11 @@ class Tracer(ViewTracking):
 
     def emit(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], outs: tuple[Var, ...],
              unpack: bool = False, prim: str | None = None) -> Op:
+        for k in kwargs:
+            if k[:1] == "_":  # NOTE: op kwargs named `_...` are irad's own attributes (`_rule`): never the user's
+                raise self.unsupported(f"the keyword argument {k!r} (a name starting with '_') in a call of "
+                                       f"{registry.qualname(fn)}",
+                                       "pass it positionally, or rename it")
         op = Op(prim or registry.qualname(fn), tuple(args), tuple(kwargs.items()) if kwargs else (), outs, fn,
                 self.loc(), unpack)
         self.ops.append(op)
@@ -1252,11 +1257,11 @@ class _TracedContext:
         self.mgr, self.enter, self.exit = mgr, enter, exit_
 
     def __enter__(self) -> Any:
-        t = hooks.STATE.tracer
+        t = hooks.active_tracer()
         return self.enter(self.mgr) if t is None else t.call(self.enter, (self.mgr,), {})
 
     def __exit__(self, *exc: Any) -> Any:
-        t = hooks.STATE.tracer
+        t = hooks.active_tracer()
         return self.exit(self.mgr, *exc) if t is None else t.call(self.exit, (self.mgr,) + exc, {})
 
 
@@ -1288,15 +1293,7 @@ def _out_by_keyword(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any], skip:
             return args, kwargs
         outs = args[f.nin:]
         return args[:f.nin], {**kwargs, "out": outs[0] if len(outs) == 1 else tuple(outs)}
-    names = _OUT_PARAMS.get(id(f))
-    if names is None:
-        try:
-            params = list(inspect.signature(f).parameters.values())
-        except (TypeError, ValueError):
-            params = []
-        pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        names = _OUT_PARAMS[id(f)] = tuple(pos) if "out" in pos else ()
-        _OUT_KEEP.append(f)
+    names = _out_params(f)
     if not names:
         return args, kwargs
     k = names.index("out") - skip
@@ -1309,8 +1306,34 @@ def _out_by_keyword(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any], skip:
 
 
 _NOVALUE = getattr(np, "_NoValue", object())
-_OUT_PARAMS: dict[int, tuple[str, ...]] = {}  # id(f) -> its positional parameter names, when one is `out`
-_OUT_KEEP: list[Any] = []  # keeps the functions of _OUT_PARAMS alive (ids stay unique)
+#: f -> its positional parameter names when one is `out` (weakly: a user's callable is released)
+_OUT_PARAMS: WeakIdMap[Any, tuple[str, ...]] = WeakIdMap()
+_OUT_PARAMS_STRONG: dict[int, tuple[Any, tuple[str, ...]]] = {}  # for callables a module owns (ufuncs, builtins)
+
+
+def _out_params(f: Any) -> tuple[str, ...]:
+    bound = getattr(f, "__self__", None)
+    per_call = bound is not None and not isinstance(bound, (types.ModuleType, type))  # a bound method
+    if not per_call:
+        names = _OUT_PARAMS.get(f)
+        if names is not None:
+            return names
+        hit = _OUT_PARAMS_STRONG.get(id(f))
+        if hit is not None and hit[0] is f:
+            return hit[1]
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = tuple(pos) if "out" in pos else ()
+    if not per_call:
+        try:
+            _OUT_PARAMS[f] = names
+        except TypeError:  # not weak-referenceable: a ufunc or builtin, owned by its module
+            if len(_OUT_PARAMS_STRONG) < 4096:
+                _OUT_PARAMS_STRONG[id(f)] = (f, names)
+    return names
 
 
 def _captured_values(outer: tuple[Any, ...]) -> dict[int, Any]:
@@ -1339,12 +1362,13 @@ def _public_numpy(f: Any) -> Any:
     """The public numpy function (``np.concatenate``) whose C implementation ``f`` is, else ``f``."""
     global _PUBLIC
     if _PUBLIC is None:
-        _PUBLIC = {}
+        public: dict[int, tuple[Any, Any]] = {}  # NOTE: published whole: other threads read it at once
         for mod in (np, np.linalg, np.fft):
             for pub in list(vars(mod).values()):  # (not getattr: numpy's lazy submodules stay unloaded)
                 raw = getattr(pub, "__wrapped__", None) if type(pub) is _DISPATCHER else None
                 if type(raw) is types.BuiltinFunctionType:
-                    _PUBLIC.setdefault(id(raw), (raw, pub))
+                    public.setdefault(id(raw), (raw, pub))
+        _PUBLIC = public
     hit = _PUBLIC.get(id(f))
     return hit[1] if hit is not None and hit[0] is f else f
 
@@ -1422,8 +1446,8 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
             new_leaves.append(x)
             statics.append((i, x))
     targs, tkwargs = unflatten(in_tree, new_leaves)
-    prev = hooks.STATE.tracer
-    hooks.STATE.tracer = t
+    prev = hooks.TRACER.get()  # this thread's/task's (see hooks.TRACER)
+    hooks.TRACER.set(t)
     # NOTE: a trace allocates many small objects that all stay alive (values, Vars, Ops): the
     # cyclic collector would rescan them again and again (it was most of the tracing time)
     gc_was_enabled = gc.isenabled()
@@ -1436,7 +1460,7 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
                 t.mutated_inputs.append((k, t.atom(y)))
         g = t.graph(tuple(inputs), result, in_tree, tuple(statics))
     finally:
-        hooks.STATE.tracer = prev
+        hooks.TRACER.set(prev)
         if gc_was_enabled:
             gc.enable()
     return g, t, result

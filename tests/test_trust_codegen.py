@@ -158,8 +158,12 @@ def test_keyword_names_no_source_could_spell():
     check_calls(irad.value_and_grad(loss), loss, (x,))
 
 
+def _weight(tag: str) -> int:
+    return 1 + sum(map(ord, tag)) % 97  # any change to the string changes the result
+
+
 def tagged(x, tag):
-    return np.sum(np.sin(x)) * len(tag)
+    return np.sum(np.sin(x)) * _weight(tag)
 
 
 def _tagged_fwd(x, tag):
@@ -168,18 +172,15 @@ def _tagged_fwd(x, tag):
 
 def _tagged_bwd(s, ybar):
     x, tag = s
-    return ybar * len(tag) * np.cos(x), None
+    return ybar * _weight(tag) * np.cos(x), None
 
 
 irad.defrule(tagged, _tagged_fwd, _tagged_bwd)
 
 
-@pytest.mark.parametrize("tag", BREAKOUTS + ["ok", "x" * 200, "é\u0301", "\x00"])
+@pytest.mark.parametrize("tag", BREAKOUTS + ["ok", "x" * 200, "e\u0301", "\x00"])
 def test_string_arguments_reach_the_callee_intact(tag):
-    seen = []
-
     def loss(x):
-        seen.append(tag)
         return tagged(x, tag) + np.sum(x * x)
 
     x = np.linspace(0.1, 1.0, 3)

@@ -510,14 +510,12 @@ def to_source(model: "onnx.ModelProto | str | bytes") -> tuple[str, dict[str, An
 def load_function(model: "onnx.ModelProto | str") -> Callable[..., Any]:
     """A plain numpy function computing an ONNX model (the op set ``export`` emits); differentiable
     with ``irad.grad`` like any other numpy code.  ``fn.__irad_source__`` is its source."""
-    import linecache
+    from ..weakcache import compile_source
 
     src, glob, _ = to_source(model)
     fname = src.split("(", 1)[0][4:]
-    filename = f"<onnx {fname}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     ns: dict[str, Any] = {"np": np, **glob}
-    exec(compile(src, filename, "exec"), ns)
+    exec(compile_source(src, f"onnx {fname}"), ns)  # in linecache while the function lives
     fn = ns[fname]
     fn.__irad_source__ = src
     return fn  # type: ignore[no-any-return]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import threading
 import types
 import types as types_mod
 from dataclasses import dataclass, field
@@ -48,6 +49,10 @@ _RULES: dict[Any, list[Rule]] = {}
 _NONDIFF: set[Any] = set()
 _OPT_OUT: dict[Any, list[tuple[type, ...]]] = {}  # implementation -> argument types traced through instead
 _VERSION = [0]  # bumped on every registration: compiled programs key their caches on it
+#: registrations and pending loaders, one at a time (lookups take no lock).  NOTE: a lost
+#: ``_VERSION`` increment would let a program traced between two registrations be cached under
+#: the version of the second; a rule list edited in place would show a lookup no rule at all.
+_LOCK = threading.RLock()
 
 
 def version() -> int:
@@ -55,7 +60,8 @@ def version() -> int:
 
 
 def _bump() -> None:
-    _VERSION[0] += 1
+    with _LOCK:
+        _VERSION[0] += 1
 
 
 def impl_key(fn: Any) -> Any:
@@ -195,10 +201,9 @@ def defrule(fn: Any, fwd: Fwd, bwd: Bwd, *, types: tuple[type, ...] = (), kind: 
     impl = implementation(fn, tuple(types))
     rule = Rule(impl_key(impl), qualname(impl if impl is not fn and not isinstance(fn, types_mod.MethodType)
                                           else fn), fwd, bwd, kind, tuple(types), closure_fn, tuple(params))
-    lst = _RULES.setdefault(rule.impl, [])
-    lst[:] = [r for r in lst if r.types != rule.types]
-    lst.append(rule)
-    _bump()
+    with _LOCK:  # a new list, published whole: a concurrent lookup sees the old rules or the new
+        _RULES[rule.impl] = [r for r in _RULES.get(rule.impl, ()) if r.types != rule.types] + [rule]
+        _bump()
     return rule
 
 
@@ -260,7 +265,7 @@ def non_differentiable(*fns: Any) -> Any:
 
 
 def is_nondiff(fn: Any) -> bool:
-    if _PENDING:
+    if _PENDING or _LOADING:
         load_pending()
     try:
         return impl_key(fn) in _NONDIFF
@@ -269,6 +274,8 @@ def is_nondiff(fn: Any) -> bool:
 
 
 _PENDING: list[tuple[str, Callable[[], None]]] = []  # (module, loader): rules for optional libraries
+#: the loaders running now: until they finish, lookups in other threads wait for their rules
+_LOADING: list[tuple[str, Callable[[], None]]] = []
 
 
 def when_imported(module: str, loader: Callable[[], None]) -> None:
@@ -292,13 +299,19 @@ def load_pending(force: bool = False) -> None:
             except ImportError:
                 pass
     ready = [p for p in _PENDING if sys.modules.get(p[0]) is not None]
-    for p in ready:
-        if p in _PENDING:
-            _PENDING.remove(p)
-            try:
-                p[1]()
-            except ImportError:  # a broken optional install: its rules stay unregistered
-                pass
+    if not ready and not _LOADING:
+        return  # NOTE: the common case (SciPy never imported) takes no lock
+    with _LOCK:  # another thread running a loader: wait for its rules
+        for p in ready:
+            if p in _PENDING:
+                _LOADING.append(p)  # (before the removal: a lookup always sees one of the two)
+                _PENDING.remove(p)
+                try:
+                    p[1]()
+                except ImportError:  # a broken optional install: its rules stay unregistered
+                    pass
+                finally:
+                    _LOADING.remove(p)
 
 
 def lookup(fn: Any, args: tuple[Any, ...] = ()) -> Rule | None:
@@ -307,7 +320,7 @@ def lookup(fn: Any, args: tuple[Any, ...] = ()) -> Rule | None:
     A rule registered with ``types`` applies when the leading positional arguments are
     instances of those types; the most recently registered matching rule wins.
     """
-    if _PENDING:
+    if _PENDING or _LOADING:
         load_pending()
     try:
         key = impl_key(fn)
@@ -339,9 +352,9 @@ def opt_out(fn: Any, *types_: type) -> None:
 
 def all_rules() -> list[Rule]:
     """Every registered rule (for docs and tests)."""
-    if _PENDING:
+    if _PENDING or _LOADING:
         load_pending()
-    return [r for lst in _RULES.values() for r in lst]
+    return [r for lst in list(_RULES.values()) for r in lst]  # (a copy: registrations may run)
 
 
 def nondiff_keys() -> set[Any]:
@@ -415,7 +428,7 @@ def has_rule(fn: Any, *args: Any) -> RuleQuery:
     ``functools.singledispatch`` or plum function, or any callable.  The answer says which
     implementation the call resolves to, which rule (if any) is registered for it, and which
     opt-outs were consulted."""
-    if _PENDING:
+    if _PENDING or _LOADING:
         load_pending()
     call_args = args
     if isinstance(fn, types_mod.MethodType):

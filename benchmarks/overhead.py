@@ -1,0 +1,74 @@
+"""Per-call overhead of a cached compiled program: the call key, the cache lookup, the check of
+what the trace read from the world (``irad.signature``), and unpacking the result.
+
+Reported as ratios to the plain Python call of the same function in the same process (these
+machines are shared and noisy), for a tiny function and for the scalar loop workload::
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m benchmarks.overhead
+
+Run it from two checkouts (before and after a change) to compare; figures go in
+docs/benchmarks.md.  Not a test: nothing here asserts a time.
+"""
+from __future__ import annotations
+
+import os
+
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import time  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import irad  # noqa: E402
+from benchmarks.workloads import scalar_loop  # noqa: E402
+
+W = np.array([0.5, -1.0, 2.0])
+
+
+def tiny(x: np.ndarray) -> Any:
+    return np.sum(W * x)
+
+
+def _median(fn: Callable[[], Any], reps: int, rounds: int = 15) -> float:
+    fn()
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        times.append((time.perf_counter() - t) / reps)
+    return float(np.median(times))
+
+
+def measure() -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    x = np.array([0.1, 0.2, 0.3])
+    xs = [float(v) for v in np.random.default_rng(0).normal(size=100)]
+    for name, f, args in (("tiny", tiny, (x,)), ("scalar_loop", scalar_loop, (xs,))):
+        vg = irad.value_and_grad(f)
+        vg(*args)
+        prog = vg.program(*args)
+        t_call = _median(lambda: vg(*args), 2000 if name == "tiny" else 200)
+        t_plain = _median(lambda: f(*args), 2000 if name == "tiny" else 200)
+        check = getattr(prog, "assumptions", None)
+        if check is not None:
+            t_check = _median(check.check, 5000)
+        else:  # before irad.signature: the check was irad.deps.check_deps over the dependency tuples
+            from irad.api import check_deps
+            t_check = _median(lambda: check_deps(prog.deps), 5000)
+        out[name] = {"call_us": 1e6 * t_call, "plain_us": 1e6 * t_plain, "check_us": 1e6 * t_check,
+                     "n_deps": float(len(prog.deps)), "ratio": t_call / t_plain, "check_share": t_check / t_call}
+    return out
+
+
+def main() -> None:
+    for name, r in measure().items():
+        print(f"{name}: cached call {r['call_us']:.2f} us = {r['ratio']:.2f}x the plain Python call "
+              f"({r['plain_us']:.2f} us); assumption check {r['check_us']:.3f} us for {int(r['n_deps'])} deps "
+              f"= {100 * r['check_share']:.2f} % of the call")
+
+
+if __name__ == "__main__":
+    main()
