@@ -233,6 +233,9 @@ def _globals(frame: Any, args: tuple[Any, ...], kwnames: Any) -> Any:
 
 
 def _vars(frame: Any, args: tuple[Any, ...], kwnames: Any) -> Any:
+    t = active_tracer()
+    if t is not None and len(args) == 1 and type(getattr(args[0], "__dict__", None)) is dict:
+        return t.getattr(args[0], "__dict__")  # what the trace reads of it is a dependency
     return vars(*args) if args else dict(frame.f_locals)
 
 
@@ -287,4 +290,3 @@ class paused:
     def __exit__(self, *exc: Any) -> None:
         TRACER.set(self.prev)
         OUTER.set(self.prev_outer)
-

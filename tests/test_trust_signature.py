@@ -525,3 +525,107 @@ def test_underscore_keyword_of_a_recorded_call_is_refused():
         value, grad = vg(X)
         np.testing.assert_allclose(value, 6.0 * np.sum(X))
         np.testing.assert_allclose(grad, np.full(3, 6.0))
+
+
+# ---- more shapes of world state: properties, getattr/vars, dataclasses, lists of layers ---------
+
+class Inner:
+    def __init__(self):
+        self.scale = 2.0
+        self.w = np.ones(3)
+
+
+class Outer:
+    def __init__(self):
+        self.cfg = Inner()
+        self._w = np.ones(3)
+
+    @property
+    def w(self):
+        return self._w
+
+    def loss(self, x):
+        return self.cfg.scale * np.sum(self.w * x ** 2) + np.sum(getattr(self.cfg, "w") * x)
+
+
+def test_nested_attributes_properties_and_getattr():
+    m = Outer()
+    vg = irad.value_and_grad(m.loss)
+    vg(X)
+    m.cfg.scale = 3.0
+    agrees(vg, m.loss, X)
+    m._w = np.full(3, 2.0)  # behind a property
+    agrees(vg, m.loss, X)
+    m.cfg.w = np.full(3, 5.0)  # read with builtins.getattr
+    agrees(vg, m.loss, X)
+    m.cfg = Inner()  # a whole sub-object replaced
+    m.cfg.scale = -1.0
+    agrees(vg, m.loss, X)
+
+
+NS = types.SimpleNamespace(a=np.ones(3))
+PARAMS = {"w": np.ones(3)}
+
+
+def reads_vars_and_get(x):
+    return np.sum(vars(NS)["a"] * x) + np.sum(PARAMS.get("w") * x ** 2)
+
+
+def test_vars_and_dict_get():
+    vg = irad.value_and_grad(reads_vars_and_get)
+    vg(X)
+    saved = NS.a, PARAMS["w"]
+    try:
+        NS.a = np.full(3, 4.0)
+        agrees(vg, reads_vars_and_get, X)
+        PARAMS["w"] = np.full(3, 3.0)
+        agrees(vg, reads_vars_and_get, X)
+    finally:
+        NS.a, PARAMS["w"] = saved
+
+
+def test_dataclass_fields_and_a_list_of_layers():
+    @dataclasses.dataclass
+    class P:
+        w: np.ndarray
+        b: float
+
+    p = P(np.ones(3), 0.5)
+    layers = [np.ones(3), np.full(3, 2.0)]
+
+    def f(x):
+        for w in layers:
+            x = np.tanh(w * x)
+        return np.sum(p.w * x) + p.b * np.sum(x)
+
+    vg = irad.value_and_grad(f)
+    vg(X)
+    p.b = 2.0
+    agrees(vg, f, X)
+    p.w[:] = 3.0
+    agrees(vg, f, X)
+    layers.append(np.full(3, 0.5))
+    agrees(vg, f, X)
+    layers[0] = np.full(3, -1.0)
+    agrees(vg, f, X)
+    layers[1] *= 3
+    agrees(vg, f, X)
+
+
+def test_methods_added_and_changed_on_classes():
+    class Base:
+        def act(self, x):
+            return np.sin(x)
+
+    class Child(Base):
+        def loss(self, x):
+            return np.sum(self.act(x))
+
+    c = Child()
+    vg = irad.value_and_grad(c.loss)
+    vg(X)
+    Child.act = lambda self, x: np.cos(x)  # now found on the subclass first
+    agrees(vg, c.loss, X)
+    del Child.act
+    Base.act = lambda self, x: x ** 3
+    agrees(vg, c.loss, X)
