@@ -100,7 +100,10 @@ class _Splicer:
         from irad.trace import trace_values
 
         def sval(a: Any) -> Any:
-            return samples[a.id] if isinstance(a, Var) else a.value
+            if isinstance(a, Var):
+                return samples[a.id]
+            # NOTE: a copy of a live constant: the cached body's values must not keep the user's array alive
+            return a.value.copy() if a.live else a.value
 
         live: dict[int, Const] = {}  # NOTE: the user's arrays are inputs of the body, never folded into it
 
