@@ -231,6 +231,8 @@ def irad_extras(rounds: int = 7) -> dict[str, Any]:
         out["dispatch_share"] = disp / float(np.median(t_call))
     except Exception:  # noqa: BLE001  (the cache's layout changed: leave this figure out)
         out["dispatch_share"] = None
+    from benchmarks.overhead import measure
+    out["overhead"] = measure()
     # accumulate_in_place on the MLP
     vga = irad.value_and_grad(mlp.loss, passes=[*irad.passes.PIPELINE, irad.passes.accumulate_in_place])
     agree(vga(*args), mlp.hand(*args), 1e-9, 1e-12)
@@ -348,6 +350,14 @@ def report(results: list[dict[str, Any]], cs: list[Contender], notices: list[str
                      "  The whole per-call dispatch of `value_and_grad` (signature key, cache lookup, this check, "
                      "unflattening the results; timed with the generated code replaced by a stub): "
                      f"{extras.get('dispatch_us', 0):.1f} µs = {100 * extras['dispatch_share']:.1f} % of the call."))
+        from benchmarks.overhead import BEFORE
+        for name, r in extras.get("overhead", {}).items():
+            b = BEFORE.get(name)
+            L.append(f"- cached call of `{name}` (`python -m benchmarks.overhead`): {r['call_us']:.2f} µs = "
+                     f"{r['ratio']:.2f}x the plain Python call; its assumption check {r['check_us']:.2f} µs for "
+                     f"{int(r['n_deps'])} deps = {100 * r['check_share']:.1f} % of the call" + (
+                         "." if b is None else f" (before `irad.signature`, 65aff21: {b[0]:.2f}x, check "
+                         f"{b[1]:.2f} µs for {b[2]} deps)."))
         a = extras["aip"]
         L.append(f"- `accumulate_in_place` on the MLP: peak {a['default_kib']:.0f} KiB → {a['aip_kib']:.0f} KiB, "
                  f"time {a['default_us']:.0f} µs → {a['aip_us']:.0f} µs ({a['ratio']:.2f}x).")

@@ -26,6 +26,11 @@ from benchmarks.workloads import scalar_loop  # noqa: E402
 
 W = np.array([0.5, -1.0, 2.0])
 
+#: the same measurement on 65aff21, before ``irad.signature`` (issue 12), on the machine of
+#: docs/benchmarks.md: (cached call / plain Python call, check µs, deps).  The tiny function's
+#: program was then also wrong after ``W *= 2``: it returned a gradient folded at compile time.
+BEFORE = {"tiny": (1.39, 0.19, 2), "scalar_loop": (2.77, 0.14, 1)}
+
 
 def tiny(x: np.ndarray) -> Any:
     return np.sum(W * x)

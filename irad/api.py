@@ -266,24 +266,31 @@ class GradFunction:
     def _select(self, key: Any, leaves: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) \
             -> tuple[Program, Any]:
         """The program for this call and its flat outputs (None: it was traced by this call)."""
+        # NOTE: the hot path of every cached call: attribute reads and C calls, no helper frames
         cache = self.cache
         progs = cache.get(key)
         failed: list[str] = []
         if progs:
             for k, prog in enumerate(progs):
-                stale = prog.assumptions.check()
-                if stale is not None:
+                if prog.assumptions.check() is not None:
                     cache.drop(key, prog, prog.assumptions.stale() or "a dependency")
                     continue
+                dyn = prog.dyn_pos
                 try:
-                    flat = prog.run(leaves)
+                    if prog.writeback:
+                        flat = prog.run(leaves)
+                    else:
+                        flat = prog.fn(*leaves) if dyn is None else prog.fn(*[leaves[i] for i in dyn])
                 except GuardError as e:
                     failed.append(prog.guard_failure(e))
                     continue
                 if k:
                     cache.promote(key, progs, k)
-                cache.used(key)
-                if cache.going_stale:
+                try:
+                    cache.touch(key)  # the most recently used key
+                except KeyError:  # dropped by another thread meanwhile
+                    pass
+                if cache.stale_counts:
                     cache.settled()
                 return prog, flat
         return self._retrace(key, args, kwargs, failed), None

@@ -145,10 +145,11 @@ def _same_seq(seq: Any, snapshot: tuple[Any, ...]) -> bool:
 
 
 def _same_items(d: dict[Any, Any], snapshot: tuple[tuple[Any, Any], ...]) -> bool:
+    """The same keys in the same order (code may iterate them), each holding the same object."""
     if len(d) != len(snapshot):
         return False
-    for k, v in snapshot:
-        if d.get(k, MISSING) is not v:
+    for (k, v), k2 in zip(snapshot, d):
+        if (k2 is not k and k2 != k) or d[k2] is not v:
             return False
     return True
 
@@ -157,12 +158,6 @@ def _same_kwdefaults(kw: dict[str, Any] | None, snapshot: tuple[tuple[str, Any],
     if kw is None or snapshot is None:
         return kw is None and snapshot is None
     return _same_items(kw, snapshot)
-
-
-def _same_function(ref: Any, code: Any, defaults: Any, kw: tuple[tuple[str, Any], ...] | None) -> bool:
-    fn = ref()
-    return fn is None or (fn.__code__ is code and fn.__defaults__ is defaults and
-                          _same_kwdefaults(fn.__kwdefaults__, kw))
 
 
 def function_dep(fn: Any) -> tuple[Any, ...]:
@@ -179,7 +174,7 @@ def function_dep(fn: Any) -> tuple[Any, ...]:
 def contents_dep(c: Any) -> tuple[Any, ...]:
     """The items of a list or dict the trace read (a global list of coefficients, a dict of layers)."""
     snap = tuple(c.items()) if isinstance(c, dict) else tuple(c)
-    return ("contents", Identity(c), type(c) is dict or isinstance(c, dict), Identity(snap))
+    return ("contents", Identity(c), isinstance(c, dict), Identity(snap))
 
 
 def describe(dep: tuple[Any, ...]) -> str:
@@ -238,7 +233,9 @@ def _dep_test(i: int, dep: tuple[Any, ...], ns: dict[str, Any]) -> str:
     if kind == "function":
         ns[o] = obj
         ns[f"_c{i}"], ns[f"_df{i}"], ns[f"_kw{i}"] = expected.value
-        return f"_same_function({o}, _c{i}, _df{i}, _kw{i})"
+        kw = f"_f.__kwdefaults__ is None" if expected.value[2] is None else f"_same_kwdefaults(_f.__kwdefaults__, _kw{i})"
+        # inline (a helper call costs more than the test): a function that is gone has not changed
+        return f"((_f := {o}()) is None or _f.__code__ is _c{i} and _f.__defaults__ is _df{i} and {kw})"
     if kind == "dispatch":
         ns[o], ns[v] = obj, expected
         return f"{o}.dispatch({k}) is {v}"
@@ -257,7 +254,7 @@ class Assumptions:
     def __init__(self, deps: Sequence[tuple[Any, ...]]) -> None:
         self.deps = tuple(deps)
         ns: dict[str, Any] = {"_M": MISSING, "_same_seq": _same_seq, "_same_items": _same_items,
-                              "_same_function": _same_function, "_class_attr": class_attr}
+                              "_same_kwdefaults": _same_kwdefaults, "_class_attr": class_attr}
         lines = ["def check():", "    try:", "        pass"]
         for i, dep in enumerate(self.deps):
             lines.append(f"        if not ({_dep_test(i, dep, ns)}): return {i}")
@@ -308,9 +305,11 @@ class ProgramCache(Generic[P]):
         self._entries: "OrderedDict[Any, list[P]]" = OrderedDict()
         #: the programs of a key, or None (the hot path: a bound C method, no Python frame)
         self.get: Callable[[Any], list[P] | None] = self._entries.get
-        self._touch = self._entries.move_to_end
+        #: mark a key the most recently used (KeyError when it was dropped meanwhile)
+        self.touch: Callable[[Any], None] = self._entries.move_to_end
         self._lock = threading.Lock()
-        self._stale: dict[str, int] = {}
+        #: why -> how many calls in a row found it changed (cleared when a cached program runs)
+        self.stale_counts: dict[str, int] = {}
         self._warned: set[str] = set()
         self.flips: dict[Any, int] = {}
 
@@ -319,13 +318,6 @@ class ProgramCache(Generic[P]):
 
     def __len__(self) -> int:
         return len(self._entries)
-
-    def used(self, key: Any) -> None:
-        """A program of ``key`` ran: the key is the most recently used."""
-        try:
-            self._touch(key)
-        except KeyError:  # dropped by another thread meanwhile
-            pass
 
     def promote(self, key: Any, progs: list[P], k: int) -> None:
         """Program ``k`` of ``key`` passed its guards: try it first next time."""
@@ -342,21 +334,16 @@ class ProgramCache(Generic[P]):
                     if p is prog:
                         del progs[j]
                         break
-            n = self._stale[why] = self._stale.get(why, 0) + 1
+            n = self.stale_counts[why] = self.stale_counts.get(why, 0) + 1
         if n == STALE_WARN_AFTER and why not in self._warned:
             self._warned.add(why)
             warnings.warn(f"{self.name} is traced again on every call because {why} on every call; each "
                           "call traces and compiles anew (correct, but slow). Pass the value that changes "
                           "as an argument instead.", RetraceWarning, stacklevel=4)
 
-    @property
-    def going_stale(self) -> bool:
-        """Something went stale since the last call that ran a cached program."""
-        return bool(self._stale)
-
     def settled(self) -> None:
         """A cached program ran: what went stale before was a one-off change, not a per-call one."""
-        self._stale.clear()
+        self.stale_counts.clear()
 
     def add(self, key: Any, prog: P, flipped: str | None = None) -> None:
         """Publish a new program for ``key`` (first when ``flipped``: a guard chose another path)."""

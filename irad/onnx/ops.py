@@ -236,6 +236,7 @@ OPS["builtins.abs"] = OPS["operator.abs"] = _unary("Abs")
 OPS["numpy.asarray"] = OPS["numpy.array"] = OPS["numpy.ascontiguousarray"] = OPS["operator.pos"] = \
     OPS["numpy.positive"] = _unary("Identity")
 OPS["numpy.copy"] = _unary("Identity")
+OPS["irad.ops.read_live"] = _unary("Identity")  # an array of the world, read before the function updates it
 
 
 # onnxruntime has no float64 kernels for Tan, Sinh, Cosh (nor Asin, Acos, Atan, ...: not mapped)
