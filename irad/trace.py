@@ -32,7 +32,7 @@ import numpy as np
 from . import hooks
 from .effects import is_impure
 from .signature import LIBRARY_PREFIXES, MISSING, DictRef, Identity, class_attr, contents_dep, function_dep
-from .errors import MutationError, UnsupportedError
+from .errors import MutationError, NoRuleError, UnsupportedError
 from .instrument import GLOBAL_NAMES, INSTRUMENTED, instrument_function
 from .ir import Const, Graph, Loc, Op, Var, const, is_differentiable, map_atoms, typeof
 from .pytree import flatten, unflatten
@@ -1068,7 +1068,15 @@ class Tracer(ViewTracking):
                 self.touches_traced_memory(owner):
             tracked = True
         if not tracked and not impure:
+            # NOTE: not a class: constructors (partial, map, property) store the callback, never call it now
+            probe = _CallbackProbe(self) if not isinstance(f, type) and f is not builtins.__build_class__ and \
+                any(_is_python_callable(a) for a in args) else None
+            if probe is not None:  # C code that calls back into Python (a solver, an integrator)
+                args = tuple(probe.wrap(a) for a in args)
+                kwargs = {k: probe.wrap(v) for k, v in kwargs.items()}
             r = f(*args, **kwargs)
+            if probe is not None and probe.loc is not None:
+                probe.check(f, r)
             self.born.add(id(r))  # made during the trace: a constant of irad's, not the user's world
             if type(r) is np.ndarray and r.base is not None:
                 if isinstance(owner, np.ndarray) and hasattr(np.ndarray, getattr(f, "__name__", "")):
@@ -1374,6 +1382,58 @@ def _public_numpy(f: Any) -> Any:
 
 
 _PUBLIC: dict[int, tuple[Any, Any]] | None = None
+
+
+def _is_python_callable(a: Any) -> bool:
+    ta = type(a)
+    return ta is types.FunctionType or ta is functools.partial or \
+        (ta is types.MethodType and type(a.__func__) is types.FunctionType)
+
+
+class _CallbackProbe:
+    """Callbacks handed to C code that irad does not trace (``brentq(lambda t: t**3 - a, 0, 5)``):
+    they run traced, and when one computes with traced values while the C code turns what they
+    return into a new number, the gradient through the C code would silently be zero.  irad
+    refuses that (``check``) instead: the boundary has a rule, or it is an error."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        self.tracer = tracer
+        self.loc: Any = None  # where a callback first returned a traced value
+
+    def wrap(self, a: Any) -> Any:
+        if not _is_python_callable(a):
+            return a
+        t = self.tracer
+
+        def probed(*args: Any, **kwargs: Any) -> Any:
+            if hooks.active_tracer() is not t:  # kept by the C code and called after the trace
+                return a(*args, **kwargs)
+            n = len(t.ops)
+            try:
+                r = t.call(a, args, kwargs)
+            except UnsupportedError:
+                if any(t.deep_tracked(x) for x in args) or len(t.ops) > n:
+                    raise
+                return a(*args, **kwargs)  # a callback of constants that irad cannot trace: it runs as before
+            if self.loc is None and t.deep_tracked(r):  # where the callback computed with traced values
+                self.loc = next((op.loc for op in t.ops[n:] if op.loc is not None), None) or \
+                    getattr(getattr(a, "__code__", None), "co_qualname", "a callback")
+            return r
+        return probed
+
+    def check(self, f: Any, r: Any) -> None:
+        t = self.tracer
+        leaves = flatten(r)[0]
+        if all(not isinstance(x, (float, complex, np.ndarray, np.generic)) or t.is_tracked(x) for x in leaves):
+            return  # the C code only handed back what a callback returned (max(key=...) & co)
+        name = registry.qualname(f)
+        where = self.loc.long if isinstance(self.loc, Loc) else str(self.loc)
+        raise NoRuleError(
+            f"{name} (code irad does not trace) called back into Python, and the callback computed with "
+            f"traced values (at {where}); what {name} returns depends on them through code irad cannot "
+            "differentiate, so its gradient would silently be zero. Register a rule for the function you "
+            "call (@irad.rrule), compute the quantity with numpy code irad traces, or call it outside the "
+            "differentiated function")
 
 
 def _instrument_callbacks(a: Any) -> Any:

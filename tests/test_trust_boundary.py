@@ -1,0 +1,87 @@
+"""Trust II (part): C code that calls back into traced Python never silently drops a gradient.
+
+A solver or integrator written in C (``brentq``, ``fsolve``, ``quad``, ``odeint``) calls the user's
+callback, which computes with traced values, and returns a new float: before, the gradient
+through it was silently zero.  Now it is a ``NoRuleError`` naming the C function and the
+callback's line, while callbacks of constants keep working."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import irad
+from irad.errors import NoRuleError
+
+so = pytest.importorskip("scipy.optimize")
+si = pytest.importorskip("scipy.integrate")
+
+
+def root_brentq(a):
+    return so.brentq(lambda t: t ** 3 - a, 0.0, 5.0)
+
+
+def root_bisect(a):
+    return so.bisect(lambda t: t ** 3 - a, 0.0, 5.0, xtol=1e-12)
+
+
+def root_ridder(a):
+    return so.ridder(lambda t: np.sin(t) - 0.1 * a, 0.0, 1.5)
+
+
+def root_fsolve(a):
+    return so.fsolve(lambda t: t ** 2 - a, np.array([1.0]))[0]
+
+
+def integral_quad(a):
+    return si.quad(lambda t: a * t ** 2 + np.sin(a * t), 0.0, 1.0)[0]
+
+
+def ode_odeint(a):
+    return si.odeint(lambda y, t: -a * y, 1.0, np.array([0.0, 1.0]))[-1, 0]
+
+
+def array_param_quad(w):
+    return si.quad(lambda t: np.sum(w) * t, 0.0, 2.0)[0] + np.sum(w ** 2)
+
+
+@pytest.mark.parametrize("f", [root_brentq, root_bisect, root_ridder, root_fsolve, integral_quad, ode_odeint])
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad"])
+def test_callback_of_traced_values_into_c_is_an_error_not_a_zero(f, transform):
+    g = getattr(irad, transform)(f)
+    for _ in range(2):  # refused on every call: nothing wrong was cached
+        with pytest.raises(NoRuleError) as e:
+            g(2.0)
+        msg = str(e.value)
+        assert "called back into Python" in msg and "test_trust_boundary.py" in msg, msg
+
+
+def test_array_captured_by_the_callback():
+    with pytest.raises(NoRuleError, match="_qagse"):
+        irad.grad(array_param_quad)(np.array([0.5, 1.5]))
+
+
+def test_vjp_refuses_too():
+    with pytest.raises(NoRuleError):
+        irad.vjp(root_brentq, 2.0)
+
+
+def constant_root_times(x):
+    r = so.brentq(lambda t: t ** 3 - 2.0, 0.0, 5.0)  # the callback reads no traced value
+    return r * np.sum(x ** 2)
+
+
+def constant_integral_times(x):
+    c = si.quad(lambda t: t ** 2, 0.0, 1.0)[0]
+    return c * np.sum(np.sin(x))
+
+
+@pytest.mark.parametrize("f, grad_of", [
+    (constant_root_times, lambda x: 2.0 ** (1 / 3) * 2 * x),
+    (constant_integral_times, lambda x: np.cos(x) / 3.0),
+])
+def test_callbacks_of_constants_still_work(f, grad_of):
+    vg = irad.value_and_grad(f)
+    for x in (np.array([0.3, -1.2]), np.array([1.0, 2.0]), np.array([0.5, 0.25])):
+        value, grad = vg(x)
+        np.testing.assert_allclose(value, f(x), rtol=1e-9)
+        np.testing.assert_allclose(grad, grad_of(x), rtol=1e-7)
