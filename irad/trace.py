@@ -23,6 +23,7 @@ import math
 import operator
 import os
 import sys
+import sysconfig
 import types
 from collections import deque
 from typing import Any, Callable
@@ -1110,12 +1111,69 @@ class Tracer(ViewTracking):
         if tracked and _is_numpy_callable(f) and not member(f, _SEQUENCE_FUNCS_):
             args = tuple(self._as_array(a) for a in args)
         args = tuple(_instrument_callbacks(a) for a in args)
-        r = f(*args, **kwargs)
+        r = self._call_read_only(f, args, kwargs)
         r = self.record(f, args, kwargs, r)
         if member(f, _DATA_SHAPED_) or (f is np.where and len(args) == 1):
             for x in (r if isinstance(r, tuple) else (r,)):
                 self._guard_shape(x)
         return r
+
+    def _call_read_only(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call ``f`` (code irad does not trace) with the traced arrays it is handed made read-only:
+        an update it would make in place (``rng.shuffle(y)``, a C routine overwriting its input)
+        is a MutationError instead of an update the graph never sees."""
+        if registry.lookup(f, args) is not None:  # a rule says what the call does
+            return f(*args, **kwargs)
+        locked = []
+        owner = getattr(f, "__self__", None)
+        for a in flatten((owner, args, kwargs))[0]:
+            if type(a) is np.ndarray and a.base is None and a.flags.writeable and id(a) in self.vars:
+                a.flags.writeable = False
+                locked.append(a)
+        if not locked:
+            return f(*args, **kwargs)
+        # NOTE: C code may write through the flag (Cython, Fortran): compare the bytes too
+        before = [(a, a.tobytes()) for a in locked]
+        try:
+            r = f(*args, **kwargs)
+        except ValueError as e:
+            if "read-only" not in str(e):
+                raise
+            raise self._untraced_update(f) from e
+        finally:
+            for a in locked:
+                a.flags.writeable = True
+        for a, b in before:
+            if a.tobytes() != b:
+                raise self._untraced_update(f)
+        for x in flatten(r)[0]:  # a view the call returned inherited the lock: lift it
+            if type(x) is np.ndarray and not x.flags.writeable and x.base is not None and \
+                    any(np.may_share_memory(x, a) for a in locked):
+                try:
+                    x.flags.writeable = True
+                except ValueError:
+                    pass
+        return r
+
+    def _user_site(self) -> str:
+        """Where the user's own code is: the innermost traced frame outside installed packages."""
+        loc = self.loc()
+        where = loc.long if loc else ""
+        f: Any = sys._getframe(1)
+        while f is not None:
+            name = f.f_code.co_filename
+            if id(f.f_code) in INSTRUMENTED and not name.startswith(_INSTALLED_DIRS):
+                if loc is None or name != loc.file:
+                    where += f"{', called from ' if where else ''}{f.f_code.co_qualname} ({name}:{f.f_lineno})"
+                break
+            f = f.f_back
+        return where
+
+    def _untraced_update(self, f: Any) -> MutationError:
+        return MutationError(f"{registry.qualname(f)} updates a traced array in place (code irad does not trace, and "
+                             "no rule says what the update is)", self._user_site(),
+                             "pass a copy and use its result, write the update with indexing "
+                             "(y = y[rng.permutation(len(y))] for a shuffle), or register a rule for the function")
 
     def _array_of(self, a: Any) -> Any:
         """A user object handed to numpy: run its Python ``__array__`` traced."""
@@ -1146,7 +1204,7 @@ class Tracer(ViewTracking):
                 kwargs = {k: v for k, v in kwargs.items() if v is not _NOVALUE}
         if "out" in kwargs and kwargs["out"] is not None:
             return self._call_with_out(meth, (obj,) + args, kwargs)
-        r = meth(obj, *args, **kwargs)
+        r = self._call_read_only(meth, (obj,) + args, kwargs)
         if r is None and isinstance(obj, np.ndarray):
             # a method that returns nothing changed the array in place: never record it silently
             raise self.unsupported(f"the in-place method a.{name}() on a traced array",
@@ -1449,6 +1507,8 @@ _DISPATCHER = type(np.cov)
 _CAPTURE = None  # irad.ops.capture, bound below (irad.ops imports nothing from here)
 #: numpy's and irad's own source: ops traced there report the user's line (Tracer.loc)
 _LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m)) + os.sep for m in (np.__file__, __file__))
+#: installed packages (numpy, scipy, ...) and irad: not the user's own code, for error messages
+_INSTALLED_DIRS = _LIBRARY_DIRS + tuple({sysconfig.get_paths()[k] + os.sep for k in ("purelib", "platlib", "stdlib")})
 #: numpy functions whose Python body irad could not trace (qualified name -> why), for NoRuleError
 LIBRARY_FAILURES: dict[str, str] = {}
 _TYPE_CALL = vars(type)["__call__"]

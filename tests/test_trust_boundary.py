@@ -85,3 +85,53 @@ def test_callbacks_of_constants_still_work(f, grad_of):
         value, grad = vg(x)
         np.testing.assert_allclose(value, f(x), rtol=1e-9)
         np.testing.assert_allclose(grad, grad_of(x), rtol=1e-7)
+
+
+# ---- C code that writes into a traced array: an error, never an update the graph misses ---------
+
+from irad.errors import MutationError  # noqa: E402
+
+sl = pytest.importorskip("scipy.linalg")
+
+
+def shuffled_generator(x):
+    y = x.copy()
+    np.random.default_rng(0).shuffle(y)
+    return np.sum(y * np.arange(4.0))
+
+
+def shuffled_legacy(x):
+    y = x * 2.0
+    np.random.RandomState(0).shuffle(y)
+    return np.sum(y * np.arange(4.0))
+
+
+def expm_sum(x):
+    return np.sum(sl.expm(np.outer(x, x)[:2, :2] * 0.1))
+
+
+@pytest.mark.parametrize("f", [shuffled_generator, shuffled_legacy, expm_sum])
+def test_untraced_in_place_update_of_a_traced_array_is_refused(f):
+    g = irad.value_and_grad(f)
+    for _ in range(2):
+        with pytest.raises(MutationError) as e:
+            g(np.array([0.3, -1.2, 0.7, 0.5]))
+        assert "updates a traced array in place" in str(e.value)
+        assert "test_trust_boundary.py" in str(e.value)
+
+
+def untraced_reader(x):
+    y = x * 1.0
+    order = np.random.default_rng(0).permutation(len(y))  # reads nothing traced, writes nothing
+    return np.sum(y[order] * np.arange(4.0))
+
+
+def test_untraced_calls_that_do_not_write_still_work():
+    vg = irad.value_and_grad(untraced_reader)
+    order = np.random.default_rng(0).permutation(4)
+    want = np.zeros(4)
+    want[order] = np.arange(4.0)
+    for x in (np.arange(4.0), np.ones(4)):
+        value, grad = vg(x)
+        np.testing.assert_allclose(value, untraced_reader(x))
+        np.testing.assert_allclose(grad, want)
