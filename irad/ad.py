@@ -21,7 +21,8 @@ import numpy as np
 
 from . import ops as irad_ops
 from .errors import GradError, NoRuleError
-from .ir import STATE, ArrayT, Const, Graph, OpaqueT, Op, Var, const, is_differentiable, map_atoms, typeof
+from .ir import STATE, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, const, is_differentiable, map_atoms, typeof
+from .roundtrip import EXACT_INT_ENCODINGS
 from .rules import registry
 from .rules.registry import Rule
 
@@ -110,7 +111,7 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
         if op.outs and not registry.is_nondiff(op.fn) and any(v.id in active for v in op.inputs):
             # a user object rebuilt from active attributes carries their gradient (a dict of them)
             active.update(o.id for o in op.outs if is_differentiable(o.type) or op.prim == "irad.ops.rebuild")
-    _check_no_opaque_path(g, active)
+    _check_no_opaque_path(g, active, b.val)
     # backward usefulness: which active values reach an output
     useful: set[int] = {o.id for o in g.outputs if isinstance(o, Var) and o.id in active}
     on_path: list[bool] = [False] * len(g.ops)
@@ -317,22 +318,53 @@ def _accumulate(b: _Builder, cot: dict[int, Any], v: Var, c: Any) -> None:
     cot[v.id] = b.emit(operator.add, (old, c), total, _hint(v) + "_bar")
 
 
-def _check_no_opaque_path(g: Graph, active: set[int]) -> None:
-    """Refuse a gradient that would be silently lost: an opaque object (a C object such as
-    ``np.poly1d(c)`` or ``memoryview(x)``) made from differentiated values cannot carry their
-    cotangent, so a float computed from it and returned would get a zero gradient."""
-    tainted: dict[int, Op] = {}  # opaque value -> the op that made it from differentiated values
-    reads: list[tuple[Op, Op]] = []  # (op reading a tainted value, the op that made that value)
+def _check_no_opaque_path(g: Graph, active: set[int], values: dict[int, Any]) -> None:
+    """Refuse a gradient that would be silently lost on a trip out of the float world and back.
+
+    A value made from differentiated values that cannot carry their cotangent is *tainted*: an
+    opaque object (a C object such as ``np.poly1d(c)``, ``memoryview(x)``, ``x.tobytes()``, a
+    ``Decimal``), or a reinterpretation of the bytes of a float array as another dtype
+    (``x.view(np.int64)``, ``np.frombuffer(x, np.int64)``: it shares the array's memory).  What
+    is computed from a tainted value is tainted too (``np.frombuffer(x.tobytes(), np.int64)``),
+    except its length.  Refused: a float computed from a tainted value that reaches an output
+    (its gradient would be zero), and a guard on the raw bytes of a differentiated value
+    (``x.tobytes() in cache``, ``hash(x.tobytes())``), which pins the program to that one value.
+    Lossy conversions (``astype(int)``, comparisons, ``int(x)``) taint nothing: their zero
+    gradient is the right one."""
+    tainted: dict[int, Op] = {}  # tainted value -> the op that made the first tainted value on its way
+    raw: set[int] = set()  # tainted values computed from raw bytes (buffers and what is made from them)
+    reads: list[tuple[Op, Op]] = []  # (op reading a float out of a tainted value, the op that tainted it)
+    views: set[int] = set()  # id() of the ops that reinterpret a float array's bytes
     for op in g.ops:
-        if not op.outs or registry.is_nondiff(op.fn) or op.prim == "irad.ops.rebuild":
+        if op.prim == "irad.ops.guard":
+            for v in op.inputs:
+                if v.id in raw:
+                    raise _pinned_error(op, tainted[v.id])
+            continue
+        if not op.outs or op.prim == "irad.ops.rebuild":
             continue
         src = next((tainted[v.id] for v in op.inputs if v.id in tainted), None)
-        if src is None and not any(v.id in active for v in op.inputs):
+        nondiff = registry.is_nondiff(op.fn)  # (`b in cache`, `b1 == b2`: carries taint, reads no float)
+        act = [v for v in op.inputs if v.id in active] if not nondiff else []
+        if src is None and not act:
             continue
+        structural = op.fn is len or op.fn is bool  # the size of a buffer, not its contents
+        exact_ints = getattr(op.fn, "__name__", None) in EXACT_INT_ENCODINGS  # x.as_integer_ratio()
+        from_raw = not structural and (exact_ints or any(v.id in raw for v in op.inputs))
         for o in op.outs:
-            if _holds_objects(o.type):
+            if src is not None and not structural and not is_differentiable(o.type):
+                if from_raw or not _is_bool(o.type):  # (a comparison of reinterpreted bits is a decision)
+                    tainted.setdefault(o.id, src)
+            elif _holds_objects(o.type) or exact_ints:
                 tainted.setdefault(o.id, src or op)
-        if src is not None and any(is_differentiable(o.type) for o in op.outs):
+            elif act and _reinterprets(op, o, act, values):
+                tainted.setdefault(o.id, op)
+                views.add(id(op))
+                if is_differentiable(o.type):  # x.view(np.float32) of float64 data: garbage to differentiate
+                    reads.append((op, op))
+            if o.id in tainted and (from_raw or _is_buffer(o.type)):
+                raw.add(o.id)
+        if src is not None and not nondiff and any(is_differentiable(o.type) for o in op.outs):
             reads.append((op, src))
     if not reads:
         return
@@ -344,12 +376,68 @@ def _check_no_opaque_path(g: Graph, active: set[int]) -> None:
         if any(o.id in needed and is_differentiable(o.type) for o in op.outs):
             made = f" at {src.loc.long}" if src.loc else ""
             where = f" at {op.loc.long}" if op.loc else ""
-            obj = next((str(o.type) for o in src.outs if _holds_objects(o.type)), "object")
+            if id(src) in views:
+                as_ = next((str(o.type) for o in src.outs), "another dtype")
+                then = f"and {op.prim}{where} computes floats from those bits" if op is not src else \
+                    "and the gradient would flow through those bits"
+                raise NoRuleError(
+                    f"the gradient would be silently lost through a reinterpretation of the bytes of a "
+                    f"differentiated array: {src.prim}{made} views its memory as {as_}, {then}; irad does "
+                    "not differentiate through raw bits.\n  Use the values themselves (x, x.astype(dtype) to convert them), "
+                    "np.frexp / np.ldexp / np.signbit / np.copysign to take a float apart, or do the bit "
+                    "manipulation outside the differentiated function.")
+            obj = next((o.type for o in src.outs if _holds_objects(o.type)), None)
+            hint = ("  A buffer round trip (x.tobytes() / x.data / memoryview(x) / struct.pack, then "
+                    "np.frombuffer / struct.unpack) is the identity: use the array itself, or x.copy().\n"
+                    if _is_buffer(obj) else "")
             raise NoRuleError(
-                f"the gradient would flow through an opaque {obj} object: {src.prim}{made} made it from "
+                f"the gradient would flow through an opaque {obj or 'object'} object: {src.prim}{made} made it from "
                 f"differentiated values, and {op.prim}{where} reads a float out of it; irad cannot "
                 "differentiate through objects it does not trace (the gradient would be silently lost).\n"
-                f"  Compute with arrays and numpy functions instead, or give {src.prim} a rule (@irad.rrule).")
+                f"{hint}  Compute with arrays and numpy functions instead, or give {src.prim} a rule (@irad.rrule).")
+
+
+def _reinterprets(op: Op, o: Var, act: list[Var], values: dict[int, Any]) -> bool:
+    """Is ``o`` the bytes of a differentiated input read as another dtype (``x.view(np.int64)``,
+    ``np.frombuffer(x, np.int32)``, ``x[0].view(np.uint64)``)?  Arrays: it shares the input's
+    memory with another dtype (``z.real``/``z.imag`` of a complex array excepted: they are values);
+    scalars: a ``view`` with another dtype."""
+    ov = values.get(o.id)
+    if not isinstance(ov, (np.ndarray, np.generic)):
+        return False
+    for v in act:
+        pv = values.get(v.id)
+        if not isinstance(pv, (np.ndarray, np.generic)) or pv.dtype == ov.dtype:
+            continue
+        if pv.dtype.kind == "c" and ov.dtype == pv.real.dtype and np.shape(ov) == np.shape(pv):
+            continue  # the real or imaginary part, element for element
+        if isinstance(ov, np.ndarray) and isinstance(pv, np.ndarray):
+            if np.may_share_memory(ov, pv):
+                return True
+        elif getattr(op.fn, "__name__", "") == "view":
+            return True
+    return False
+
+
+def _is_bool(t: Any) -> bool:
+    return isinstance(t, ScalarT) and t.kind == "bool" or isinstance(t, ArrayT) and t.dtype == "bool"
+
+
+def _is_buffer(t: Any) -> bool:
+    """Raw bytes: ``x.tobytes()``, ``memoryview(x)``, ``struct.pack``, ``array.array``."""
+    return isinstance(t, OpaqueT) and t.name in ("bytes", "bytearray", "memoryview", "array")
+
+
+def _pinned_error(guard: Op, src: Op) -> NoRuleError:
+    made = f" at {src.loc.long}" if src.loc else ""
+    where = f" at {guard.loc.long}" if guard.loc else ""
+    return NoRuleError(
+        f"a branch decides on the exact encoding of a differentiated value (its raw bytes, or the integers of "
+        f"its ratio): {src.prim}{made} made it, and the guard{where} depends on it (a cache keyed by "
+        "x.tobytes(), a hash, an equality test of bytes, a Fraction built from it); the program would be pinned "
+        "to that one exact value, and what the branch returns (a cached result) carries no gradient.\n"
+        "  Keep caches and hashes of traced arrays outside the differentiated function (irad already caches "
+        "the compiled program), key them on something that is not traced, or compute in floats.")
 
 
 def _holds_objects(t: Any) -> bool:

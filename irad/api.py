@@ -9,7 +9,10 @@ keeps retracing warns.
 """
 from __future__ import annotations
 
+import inspect
+import types
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -17,16 +20,12 @@ import numpy as np
 
 from . import ad
 from .errors import GradError, GuardError, MutationError
-from .ir import Const, Graph, Var
+from .ir import Const, Graph, Var, map_atoms
 from .lower import lower
 from .pytree import TreeDef, flatten, unflatten
-from .signature import (NO_ASSUMPTIONS, RETRACE_WARN_AFTER, Assumptions, ProgramCache, RetraceWarning,  # noqa: F401
-                        call_key, check_deps)
+from .signature import RETRACE_WARN_AFTER, RetraceWarning  # noqa: F401  (public: the warning and its threshold)
+from .signature import NO_ASSUMPTIONS, Assumptions, Identity, ProgramCache, call_key
 from .trace import trace_values
-
-#: the cache key of a call and its flat leaves (kept under its old name for tools)
-signature = call_key
-
 
 def _argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
@@ -66,6 +65,7 @@ class Program:
     #: (leaf position or array of the world, joint output index): what the function updates in
     #: place, written back after each run so that every call mutates it as Python does
     writeback: tuple[tuple[Any, int], ...] = field(default=(), repr=False)
+    live_arrays: tuple[np.ndarray, ...] = field(default=(), repr=False)  # the world's arrays it reads (with writeback)
     f: Any = field(default=None, repr=False)
     passes: Any = field(default=None, repr=False)
     _builders: Any = field(default=None, repr=False)
@@ -94,11 +94,27 @@ class Program:
     def run(self, leaves: list[Any]) -> Any:
         """The flat outputs of the program on a call's leaves (arguments updated in place too)."""
         dyn = self.dyn_pos
+        if self.writeback:
+            self._no_aliasing(leaves)
         flat = self.fn(*leaves) if dyn is None else self.fn(*[leaves[i] for i in dyn])
         if self.writeback:
             for t, k in self.writeback:
                 np.copyto(leaves[t] if type(t) is int else t, flat[k])
         return flat
+
+    def _no_aliasing(self, leaves: list[Any]) -> None:
+        """An array the program updates must not share memory with another array it reads (``f(a, a)``,
+        or an argument that is a global the function reads): the write-back would change both, which
+        the traced program, computed for distinct arrays, does not do."""
+        arrays = [(i, x) for i, x in enumerate(leaves) if isinstance(x, np.ndarray)] + \
+            [(None, x) for x in self.live_arrays]
+        for t, _ in self.writeback:
+            dst = leaves[t] if type(t) is int else t
+            for i, x in arrays:
+                if (i != t if type(t) is int else x is not dst) and np.may_share_memory(x, dst):
+                    raise MutationError(f"{self.name} updates an array in place that shares memory with another array "
+                                        "it reads (the same array passed twice, or a global it also reads): copy one "
+                                        "of them first")
 
     def unpack(self, flat: Sequence[Any]) -> tuple[Any, Any]:
         builders = self._builders
@@ -143,6 +159,9 @@ def _builder(tree: TreeDef, idx: list[int | None]) -> Callable[[Sequence[Any]], 
     if kind == "dict":
         keys = tree.keys
         return lambda flat: {k: p(flat) for k, p in zip(keys, parts)}
+    if kind == "odict":
+        keys = tree.keys
+        return lambda flat: OrderedDict((k, p(flat)) for k, p in zip(keys, parts))
     return lambda flat: kind(*[p(flat) for p in parts])  # a namedtuple class
 
 
@@ -189,8 +208,8 @@ def compile(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
             passes: Sequence[Callable[[Graph], Graph]] | None = None, **kwargs: Any) -> Program:
     """Trace ``f`` at ``args``, differentiate, optimise and lower it: ``prog(*args) -> (value, grad)``."""
     nums = _argnums(argnums, len(args))
-    key, _ = call_key(args, kwargs)
     g, tracer, _ = trace_values(f, args, kwargs)
+    key, _ = call_key(args, kwargs)  # NOTE: after the trace, which may register rules (a lazy SciPy table)
     return _build(f, g, tracer, args, kwargs, nums, isinstance(argnums, int), passes, key)
 
 
@@ -199,6 +218,7 @@ def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], 
            key: Any) -> Program:
     fname = getattr(f, "__name__", "f")
     outs = [o for o in g.outputs]
+    _check_numbers(f, outs, "grad")
     if len(outs) != 1 or (isinstance(outs[0], Var) and getattr(outs[0].type, "shape", ()) != ()) \
             or not outs[0].type.is_float and isinstance(outs[0], Var) \
             or isinstance(outs[0], Const) and isinstance(outs[0].value, (bool, int, np.bool_, np.integer)):
@@ -220,12 +240,85 @@ def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], 
     jg = irad_passes.run(jg, passes)
     low = lower(jg, f"{fname}_grad")
     slots = [(a, tree, [None if k is None else joint.n_outputs + k for k in idx]) for a, tree, idx in slots]
+    live = tuple({id(c.value): c.value for op in g.ops for c in _consts(op) if c.live}.values()) if writeback else ()
     prog = Program(fname, g, jg, low.source, low.fn, nums, single, g.out_tree or flatten(None)[1],
                    joint.n_outputs, slots, assumptions=Assumptions(tuple(tracer.deps)), key=key, dyn_pos=dyn_pos,
-                   writeback=writeback, f=f, passes=passes)
+                   writeback=writeback, live_arrays=live, f=f, passes=passes)
     flat = [joint.values[o.id] if isinstance(o, Var) else o.value for o in joint.graph.outputs]
     prog.first = prog.unpack(flat)
     return prog
+
+
+def _is_number_type(t: Any) -> bool:
+    from .ir import ArrayT, ScalarT
+    if isinstance(t, ScalarT):
+        return True
+    return isinstance(t, ArrayT) and t.dtype.startswith(("float", "complex", "longdouble", "clongdouble", "int",
+                                                          "uint", "bool"))
+
+
+def _def_site(f: Any) -> str:
+    """``qualname (file:line)`` of the function the user handed to irad, as far as it can be found."""
+    import functools
+    import inspect
+    while isinstance(f, functools.partial):
+        f = f.func
+    try:
+        f = inspect.unwrap(f)
+    except ValueError:
+        pass
+    code = getattr(getattr(f, "__func__", f), "__code__", None)
+    if code is None:
+        return ""
+    return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def _check_numbers(f: Callable[..., Any], outs: list[Any], what: str) -> None:
+    """The outputs of a traced function must be numbers: a string, a coroutine (``async def``), a
+    generator or another object carries no gradient, and differentiating it would silently give
+    zeros.  Raises ``GradError`` naming what was returned, the function and where it is defined."""
+    import inspect
+    fname = getattr(f, "__name__", "f")
+    for o in outs:
+        if isinstance(o, Var):
+            if _is_number_type(o.type):
+                continue
+            value, desc = None, f"a {o.type} (computed from the arguments)"
+        else:
+            value = o.value
+            if isinstance(value, (bool, int, float, complex, np.number, np.bool_)) or \
+                    (isinstance(value, np.ndarray) and _is_number_type(o.type)):
+                continue
+            name = type(value).__name__
+            desc = f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+        site, hint = "", "return a float scalar (irad.vjp takes arrays and pytrees of them)"
+        if inspect.iscoroutine(value):
+            value.close()  # never awaited: close it, so Python does not warn about it later
+            site = f"{value.cr_code.co_qualname} ({value.cr_code.co_filename}:{value.cr_code.co_firstlineno})"
+            desc = "a coroutine (what calling an async def function gives)"
+            hint = ("irad differentiates ordinary functions, not coroutines: move the computation into a plain "
+                    "def and await what needs awaiting outside it")
+        elif inspect.isgenerator(value):
+            value.close()
+            site = f"{value.gi_code.co_qualname} ({value.gi_code.co_filename}:{value.gi_code.co_firstlineno})"
+            desc = "a generator (what calling a function that contains yield gives)"
+            hint = "return the number itself (e.g. sum(...) of what it would yield) from a plain function"
+        elif inspect.isasyncgen(value):
+            site = f"{value.ag_code.co_qualname} ({value.ag_code.co_filename}:{value.ag_code.co_firstlineno})"
+            desc = "an async generator (what calling an async def function that yields gives)"
+            hint = "return the number itself from a plain (not async) function"
+        elif isinstance(value, (str, bytes)) or (o.type is not None and str(o.type) in ("str", "bytes")):
+            hint = "return the number itself, and format it outside the differentiated function"
+        site = site or _def_site(f)
+        raise GradError(f"{what} of {fname}: the function returned {desc}, not a number, so it has no gradient"
+                        + (f"\n  at {site}" if site else "") + f"\n  {hint}")
+
+
+def _consts(op: Any) -> list[Const]:
+    found: list[Const] = []
+    for a in list(op.args) + [v for _, v in op.kwargs]:
+        map_atoms(a, lambda c: found.append(c) if isinstance(c, Const) else None)
+    return found
 
 
 def _dyn_positions(g: Graph, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int] | None:
@@ -252,7 +345,6 @@ class GradFunction:
         self.traces = 0
 
     def _arg_names(self) -> list[str]:
-        import inspect
         try:
             return list(inspect.signature(self.f).parameters)
         except (TypeError, ValueError):
@@ -305,8 +397,8 @@ class GradFunction:
             prog, _ = self._select(key, [np.array(x, copy=True) if isinstance(x, np.ndarray) else x
                                          for x in leaves], args, kwargs)
         if prog.writeback:
-            raise MutationError(f"{self.__name__} inside another transform: the function updates an argument in "
-                                "place; copy it first (x = x.copy())")
+            raise MutationError(f"{self.__name__} inside another transform: the function updates an argument, or an "
+                                "array it reads from globals, closures or attributes, in place; work on a copy")
         tracer.deps.update(prog.assumptions.deps)
         dyn = prog.dyn_pos
         flat = tracer.call(prog.fn, tuple(leaves) if dyn is None else tuple(leaves[i] for i in dyn), {})
@@ -316,6 +408,7 @@ class GradFunction:
         self.traces += 1
         nums = _argnums(self.argnums, len(args))
         g, tracer, _ = trace_values(self.f, args, kwargs)
+        key = call_key(args, kwargs)[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
         prog = _build(self.f, g, tracer, args, kwargs, nums, isinstance(self.argnums, int), self.passes, key)
         self.cache.add(key, prog, failed[-1] if failed else None)
         return prog
@@ -375,23 +468,29 @@ def vjp(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable
     traced values, so ``f``'s side effects happen once per call either way.
     """
     key, leaves = call_key(args, kwargs)
-    per_f = _VJP_CACHE.get(f) if _weakrefable(f) else None
+    # NOTE: a bound method is a new object at each `m.f`: its programs live with the function,
+    # keyed also by the object it is bound to
+    owner, cache_key = (f.__func__, (Identity(f.__self__), key)) if type(f) is types.MethodType else (f, key)
+    per_f = _VJP_CACHE.get(owner) if _weakrefable(owner) else None
     if per_f is None:
         per_f = ProgramCache(f"vjp({getattr(f, '__name__', 'f')})")
-        if _weakrefable(f):
-            _VJP_CACHE[f] = per_f
-    for prog in per_f.get(key) or ():
+        if _weakrefable(owner):
+            _VJP_CACHE[owner] = per_f
+    for prog in per_f.get(cache_key) or ():
         if prog.assumptions.check() is not None:
-            per_f.drop(key, prog, prog.assumptions.stale() or "a dependency")
+            per_f.drop(cache_key, prog, prog.assumptions.stale() or "a dependency")
             continue
         try:
             flat = prog.fwd(*[leaves[i] for i in prog.dyn_pos])
         except GuardError:
             continue
+        if per_f.stale_counts:
+            per_f.settled()
         y = unflatten(prog.out_tree, flat[: prog.n_out])
         return y, _pullback(prog, list(flat[prog.n_out:]), f)
     prog, y, residuals = _compile_vjp(f, args, kwargs)
-    per_f.add(key, prog)
+    key = call_key(args, kwargs)[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
+    per_f.add((Identity(f.__self__), key) if type(f) is types.MethodType else key, prog)
     return y, _pullback(prog, residuals, f)
 
 
@@ -421,9 +520,11 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     from . import passes as irad_passes
 
     g, tracer, _ = trace_values(f, args, kwargs)
+    _check_numbers(f, list(g.outputs), "vjp")
     if tracer.mutated_inputs or tracer.mutated_world:
-        raise MutationError(f"vjp of {getattr(f, '__name__', 'f')}: the function updates an argument in place "
-                            "(this call did, a compiled forward program would not); copy it first (x = x.copy())")
+        raise MutationError(f"vjp of {getattr(f, '__name__', 'f')}: the function updates an argument, or an array it "
+                            "reads from globals, closures or attributes, in place (this call did; a compiled forward "
+                            "program would not); work on a copy")
     statics = {i for i, _ in g.statics}
     n_leaves = flatten((args, kwargs))[1].num_leaves
     dyn_pos = [i for i in range(n_leaves) if i not in statics]

@@ -156,6 +156,39 @@ def h_convert(v: Any, conv: int) -> Any:
     return t.call(_CONVERSIONS[conv], (v,), {})
 
 
+def h_build_map(items: tuple[Any, ...]) -> dict[Any, Any]:
+    """``{k0: v0, k1: v1, ...}`` (BUILD_MAP, its operands packed in a tuple)."""
+    t = active_tracer()
+    if t is None:
+        return dict(zip(items[0::2], items[1::2]))
+    return t.build_map(items)  # type: ignore[no-any-return]
+
+
+def h_build_set(items: tuple[Any, ...]) -> set[Any]:
+    """``{a, b, ...}`` (BUILD_SET)."""
+    t = active_tracer()
+    if t is None:
+        return set(items)
+    return t.build_set(items)  # type: ignore[no-any-return]
+
+
+def h_hash_add(c: Any, item: Any, kind: int) -> Any:
+    """Before MAP_ADD/SET_ADD (``kind`` 1: ``item`` is a key) or DICT_UPDATE/SET_UPDATE (2: a mapping
+    or iterable) adds to the dict or set ``c``; returns what the instruction consumes."""
+    t = active_tracer()
+    if t is None:
+        return item
+    return t.hash_add(c, item, kind)
+
+
+def h_delitem(a: Any, i: Any) -> None:
+    t = active_tracer()
+    if t is None:
+        del a[i]
+    else:
+        t.delitem(a, i)
+
+
 def h_build_string(*pieces: Any) -> str:
     t = active_tracer()
     if t is None:
@@ -229,6 +262,9 @@ def _locals(frame: Any, args: tuple[Any, ...], kwnames: Any) -> Any:
 
 
 def _globals(frame: Any, args: tuple[Any, ...], kwnames: Any) -> Any:
+    t = active_tracer()
+    if t is not None:  # `globals()["S"]`: what the trace reads of the namespace is a dependency
+        t.reach(frame.f_globals, "globals()")
     return frame.f_globals
 
 

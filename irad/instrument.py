@@ -9,6 +9,7 @@ Version-specific instruction shapes live in ``irad.pyver``; this module is versi
 """
 from __future__ import annotations
 
+import dis
 import threading
 import types
 import weakref
@@ -26,6 +27,9 @@ _TWINS: WeakIdMap[types.CodeType, types.CodeType] = WeakIdMap()
 INSTRUMENTED: set[int] = set()
 #: the global names each live instrumented code object reads (what a compiled program depends on)
 GLOBAL_NAMES: dict[int, frozenset[str]] = {}
+#: ids of instrumented code that rebinds a global (``global G; G = ...``): a side effect a compiled
+#: program cannot repeat, so a program that traced it is traced again on every call
+STORES_GLOBALS: dict[int, tuple[str, ...]] = {}
 #: serialises instrumenting (misses only: a hit takes no lock), so that threads instrumenting one
 #: code object at once agree on one twin, published complete (INSTRUMENTED and GLOBAL_NAMES
 #: first, then _TWINS).  Reentrant: nested code objects are instrumented inside the outer rewrite.
@@ -59,8 +63,10 @@ def instrument_code(code: types.CodeType) -> types.CodeType:
                 "please report this function; as a workaround register a rule for it with @irad.rrule") from e
         k = id(new)
         INSTRUMENTED.add(k)
-        GLOBAL_NAMES[k] = frozenset(ins.arg[1] if isinstance(ins.arg, tuple) else ins.arg
-                                    for ins in bc if isinstance(ins, Instr) and ins.name == "LOAD_GLOBAL")
+        GLOBAL_NAMES[k] = _global_names(code)
+        stored = _stored_globals(code)
+        if stored:
+            STORES_GLOBALS[k] = stored
         weakref.finalize(new, _forget, k).atexit = False
         _TWINS[code] = new  # NOTE: published last: whoever sees the twin finds it complete
     return new
@@ -69,6 +75,27 @@ def instrument_code(code: types.CodeType) -> types.CodeType:
 def _forget(k: int) -> None:
     INSTRUMENTED.discard(k)
     GLOBAL_NAMES.pop(k, None)
+    STORES_GLOBALS.pop(k, None)
+
+
+def _nested(code: types.CodeType) -> list[types.CodeType]:
+    """``code`` and the code objects nested in it (comprehensions, generator expressions, lambdas):
+    they run with the same globals, and the tracer never calls into them through ``call_python``."""
+    out = [code]
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out += _nested(c)
+    return out
+
+
+def _global_names(code: types.CodeType) -> frozenset[str]:
+    return frozenset(ins.argval for c in _nested(code) for ins in dis.get_instructions(c)
+                     if ins.opname == "LOAD_GLOBAL")
+
+
+def _stored_globals(code: types.CodeType) -> tuple[str, ...]:
+    return tuple(sorted({ins.argval for c in _nested(code) for ins in dis.get_instructions(c)
+                         if ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")}))
 
 
 def instrument_function(fn: types.FunctionType) -> types.FunctionType:
@@ -219,8 +246,23 @@ def _rewrite(bc: Bytecode) -> Bytecode:
             out += pyver.hook(hooks.h_unary, 1, ("UNARY_POSITIVE",), loc)
         elif name in pyver.TRUTH_TESTS:
             out += pyver.hook(hooks.h_truth, 1, (int(name in pyver.TRUTH_KEEPS_VALUE),), loc) + [ins]
-        elif name in ("GET_ITER", "GET_YIELD_FROM_ITER", "LIST_EXTEND", "SET_UPDATE"):
+        elif name in ("GET_ITER", "GET_YIELD_FROM_ITER", "LIST_EXTEND"):
             out += pyver.hook(hooks.h_iter, 1, (), loc) + [ins]
+        elif name == "SET_UPDATE":  # the set (arg + 1 deep, below the iterable) sees the items that go in
+            out += pyver.hook(hooks.h_iter, 1, (), loc) + _hash_add(int(arg) + 1, 2, loc) + [ins]
+        elif name == "DICT_UPDATE":
+            out += _hash_add(int(arg) + 1, 2, loc) + [ins]
+        elif name == "SET_ADD":
+            out += _hash_add(int(arg) + 1, 1, loc) + [ins]
+        elif name == "MAP_ADD":  # stack: ..., the dict (arg + 2 deep), ..., key, value
+            out += [Instr("COPY", int(arg) + 2, location=loc), Instr("COPY", 3, location=loc)] + \
+                pyver.hook(hooks.h_hash_add, 2, (1,), loc) + [Instr("POP_TOP", location=loc), ins]
+        elif name == "BUILD_MAP" and int(arg) > 0:
+            out += [Instr("BUILD_TUPLE", 2 * int(arg), location=loc)] + pyver.hook(hooks.h_build_map, 1, (), loc)
+        elif name == "BUILD_SET" and int(arg) > 0:
+            out += [Instr("BUILD_TUPLE", int(arg), location=loc)] + pyver.hook(hooks.h_build_set, 1, (), loc)
+        elif name == "DELETE_SUBSCR":
+            out += pyver.hook(hooks.h_delitem, 2, (), loc) + [Instr("POP_TOP", location=loc)]
         elif name == "STORE_ATTR":
             out += pyver.hook(hooks.h_setattr, 2, (arg,), loc) + [Instr("POP_TOP", location=loc)]
         elif name == "BEFORE_WITH":
@@ -254,6 +296,12 @@ def _rewrite(bc: Bytecode) -> Bytecode:
     new = Bytecode(out)
     new._copy_attr_from(bc)
     return new
+
+
+def _hash_add(depth: int, kind: int, loc: Any) -> list[Instr]:
+    """``top = h_hash_add(container, top, kind)`` where the container is ``depth`` deep (see hooks)."""
+    return [Instr("COPY", depth, location=loc), Instr("SWAP", 2, location=loc)] + \
+        pyver.hook(hooks.h_hash_add, 2, (kind,), loc)
 
 
 def _next_call_hookable(instrs: list[Any], i: int, hookable: set[int]) -> bool:

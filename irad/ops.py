@@ -21,6 +21,20 @@ def guard(value: Any, expected: Any) -> None:
         raise GuardError(f"guard failed: value is {v!r}, traced with {expected!r}")
 
 
+def key_classes(table: dict[Any, int], keys: tuple[Any, ...]) -> tuple[int, ...]:
+    """Which of ``keys`` (traced values used as dict keys or set members) are equal to one another
+    or to one of the constant keys of ``table`` (key -> label): a label per key.  Equal labels,
+    equal keys; guarded, this is what decides the structure of the dicts and sets they key."""
+    out = []
+    first: dict[Any, int] = {}
+    for i, k in enumerate(keys):
+        label = table.get(k)
+        if label is None:
+            label = first.setdefault(k, -1 - i)
+        out.append(label)
+    return tuple(out)
+
+
 def guard_shape(value: Any, expected: tuple[int, ...]) -> None:
     """Fail unless a value whose shape depends on data has the traced shape."""
     if np.shape(value) != expected:

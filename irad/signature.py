@@ -20,6 +20,8 @@ module is the one owner of that bet, and every transform (``compile``'s ``Progra
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import warnings
 import weakref
@@ -31,14 +33,38 @@ import numpy as np
 from .rules import registry
 
 MISSING = object()
-LIBRARY_PREFIXES = ("numpy", "math", "builtins", "functools", "operator", "irad", "scipy", "collections",
-                    "itertools", "typing", "abc", "_")
+#: top-level packages whose module attributes hold no user state (their objects are not reached)
+LIBRARY_ROOTS = frozenset({"numpy", "scipy", "irad", "networkx", "bytecode"}) | frozenset(sys.stdlib_module_names)
 #: programs kept per function (distinct argument signatures); the oldest is dropped past this
 MAX_PROGRAMS = 64
 #: a value-dependent branch that flips this many times for one key warns (RetraceWarning)
 RETRACE_WARN_AFTER = 8
 #: a dependency found changed on this many consecutive calls warns: it changes on every call
 STALE_WARN_AFTER = 3
+
+
+def is_library_module(name: str) -> bool:
+    """A module of the standard library or of numpy/scipy/irad (whole package names: `mathutils` and
+    `__main__` are the user's)."""
+    return name.partition(".")[0] in LIBRARY_ROOTS
+
+
+def effect_dep(what: str) -> tuple[Any, ...]:
+    """A side effect the trace made that a compiled program cannot repeat (``global G; G = ...``,
+    ``self.last = loss``): the program is stale at once, so every call traces again and the effect
+    happens on every call, as in Python."""
+    return ("effect", None, what, None)
+
+
+_IRAD_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of a warning that points at the user's line (the first frame outside irad)."""
+    f, level = sys._getframe(1), 1
+    while f is not None and f.f_code.co_filename.startswith(_IRAD_DIR):
+        f, level = f.f_back, level + 1
+    return level
 
 
 class RetraceWarning(UserWarning):
@@ -101,8 +127,8 @@ def _key(x: Any, leaves: list[Any]) -> Any:
             leaves.extend(x)
             return (tx, "floats", len(x))
         return (tx,) + tuple(_key(e, leaves) for e in x)
-    if tx is dict:
-        return ("dict",) + tuple((k, _key(v, leaves)) for k, v in x.items())
+    if tx is dict or tx is OrderedDict:  # NOTE: the same containers as irad.pytree flattens
+        return (tx,) + tuple((k, _key(v, leaves)) for k, v in x.items())
     if x is None:
         return None
     if isinstance(x, tuple) and hasattr(tx, "_fields"):  # namedtuple
@@ -172,14 +198,17 @@ def function_dep(fn: Any) -> tuple[Any, ...]:
 
 
 def contents_dep(c: Any) -> tuple[Any, ...]:
-    """The items of a list or dict the trace read (a global list of coefficients, a dict of layers)."""
-    snap = tuple(c.items()) if isinstance(c, dict) else tuple(c)
-    return ("contents", Identity(c), isinstance(c, dict), Identity(snap))
+    """The items of a list, dict or set the trace read (a global list of coefficients, a dict of layers)."""
+    if isinstance(c, dict):
+        return ("contents", Identity(c), "dict", Identity(tuple(c.items())))
+    if isinstance(c, (set, frozenset)):
+        return ("contents", Identity(c), "set", Identity(frozenset(c)))
+    return ("contents", Identity(c), "seq", Identity(tuple(c)))
 
 
 def describe(dep: tuple[Any, ...]) -> str:
     """What a dependency is, for a message (never evaluated as code)."""
-    kind, obj, key, _ = dep
+    kind, obj, key, expected = dep
     if kind == "global":
         mod = obj.value.get("__name__", "?") if isinstance(obj.value, dict) else "?"
         return f"global {key!r} of module {mod}"
@@ -191,6 +220,10 @@ def describe(dep: tuple[Any, ...]) -> str:
         return f"attribute {key!r} of a {type(obj.value).__name__} object"
     if kind == "contents":
         return f"the items of a {type(obj.value).__name__} the function read"
+    if kind == "effect":
+        return f"{key}, which the function assigns,"
+    if kind == "layout":
+        return f"the shape or dtype of an array the function read ({expected.value[0]} {expected.value[1]})"
     if kind == "function":
         return f"the code or defaults of {getattr(obj(), '__qualname__', 'a function')}"
     if kind == "dispatch":
@@ -222,18 +255,26 @@ def _dep_test(i: int, dep: tuple[Any, ...], ns: dict[str, Any]) -> str:
                     tests.append(f"{k} not in _d{i}_{m}" if m < j else f"_d{i}_{m}.get({k}, _M) is {v}")
                 return " and ".join(tests)
         return f"{o}.__mro__ is _mro{i} and _class_attr({o}, {k}) is {v}"
-    if kind == "inst":
-        ns[o], ns[v] = obj.value, expected.value
+    if kind == "inst":  # NOTE: `o.__class__ = B` changes every attribute lookup of o
+        ns[o], ns[v], ns[f"_t{i}"] = obj.value, expected.value, type(obj.value)
         if type(getattr(obj.value, "__dict__", None)) is dict:
-            return f"{o}.__dict__.get({k}, _M) is {v}"
-        return f"getattr({o}, {k}, _M) is {v}"
+            return f"{o}.__class__ is _t{i} and {o}.__dict__.get({k}, _M) is {v}"
+        return f"{o}.__class__ is _t{i} and getattr({o}, {k}, _M) is {v}"
+    if kind == "effect":
+        return "False"
+    if kind == "layout":
+        ns[o] = obj.value
+        ns[f"_s{i}"], ns[f"_dt{i}"] = expected.value
+        return f"{o}.shape == _s{i} and {o}.dtype == _dt{i}"
     if kind == "contents":
         ns[o], ns[v] = obj.value, expected.value
-        return f"_same_items({o}, {v})" if key else f"_same_seq({o}, {v})"
+        if key == "set":
+            return f"{o} == {v}"
+        return f"_same_items({o}, {v})" if key == "dict" else f"_same_seq({o}, {v})"
     if kind == "function":
         ns[o] = obj
         ns[f"_c{i}"], ns[f"_df{i}"], ns[f"_kw{i}"] = expected.value
-        kw = f"_f.__kwdefaults__ is None" if expected.value[2] is None else f"_same_kwdefaults(_f.__kwdefaults__, _kw{i})"
+        kw = "_f.__kwdefaults__ is None" if expected.value[2] is None else f"_same_kwdefaults(_f.__kwdefaults__, _kw{i})"
         # inline (a helper call costs more than the test): a function that is gone has not changed
         return f"((_f := {o}()) is None or _f.__code__ is _c{i} and _f.__defaults__ is _df{i} and {kw})"
     if kind == "dispatch":
@@ -338,8 +379,9 @@ class ProgramCache(Generic[P]):
         if n == STALE_WARN_AFTER and why not in self._warned:
             self._warned.add(why)
             warnings.warn(f"{self.name} is traced again on every call because {why} on every call; each "
-                          "call traces and compiles anew (correct, but slow). Pass the value that changes "
-                          "as an argument instead.", RetraceWarning, stacklevel=4)
+                          "call traces and compiles anew (correct, but slow). When the function itself changes "
+                          "it (a side effect), move that out of the differentiated function; else pass the "
+                          "value that changes as an argument.", RetraceWarning, stacklevel=user_stacklevel())
 
     def settled(self) -> None:
         """A cached program ran: what went stale before was a one-off change, not a per-call one."""
@@ -366,13 +408,13 @@ class ProgramCache(Generic[P]):
             warnings.warn(f"{self.name} has compiled programs for more than {self.max_keys} argument "
                           f"signatures; {self._changing(key, evicted)} keeps changing (its shape, dtype or "
                           "static value is part of the key). The least recently used programs are dropped.",
-                          RetraceWarning, stacklevel=4)
+                          RetraceWarning, stacklevel=user_stacklevel())
         if n == RETRACE_WARN_AFTER:
             warnings.warn(
                 f"{self.name} retraced {n} times for the same argument shapes because value-dependent "
                 f"branches keep changing (guard at {flipped}); each new path is traced and compiled. "
                 "Consider np.where or moving the branch out of the differentiated function.",
-                RetraceWarning, stacklevel=4)
+                RetraceWarning, stacklevel=user_stacklevel())
 
     def _changing(self, new: Any, old: Any) -> str:
         """Which argument differs between two keys (for the eviction warning)."""

@@ -42,8 +42,24 @@ def callback(f: Any) -> Any:
     return traced_callback
 
 
+def _traced_add(a: Any, b: Any) -> Any:
+    """``a + b`` made through the tracer (the default step of ``itertools.accumulate``)."""
+    t = hooks.active_tracer()
+    return a + b if t is None else t.binop(a, b, 0)
+
+
+def _explicit_default(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """C code that would compute on the items itself, natively (``accumulate``'s ``+``), is handed
+    that computation as a callback, so that it runs through the tracer: otherwise its results are
+    untracked numbers, constants of the trace (stale at the next call)."""
+    if fn is itertools.accumulate and args and (len(args) < 2 or args[1] is None) and kwargs.get("func") is None:
+        return (args[0], _traced_add) + args[2:], {k: v for k, v in kwargs.items() if k != "func"}
+    return args, kwargs
+
+
 def _callbacks_at(fn: Any, positions: tuple[int, ...]) -> Handler:
     def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        args, kwargs = _explicit_default(fn, args, kwargs)
         args = tuple(callback(a) if i in positions else t.iterable(a) for i, a in enumerate(args))
         if "key" in kwargs:
             kwargs = {**kwargs, "key": callback(kwargs["key"])}
@@ -58,6 +74,15 @@ def _callbacks_at(fn: Any, positions: tuple[int, ...]) -> Handler:
 def _iter_consumer(fn: Any) -> Handler:
     def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return fn(*(t.iterable(a) for a in args), **kwargs)
+    return run
+
+
+def _hash_builder(fn: Any) -> Handler:
+    """``set(xs)``, ``frozenset(xs)``: the tracer sees the items (rows of a traced array) and notes
+    traced members (``Tracer.note_keys``), whose equalities decide what the set holds."""
+    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return t.call_prim(fn, tuple(a if isinstance(a, (set, frozenset, dict)) else t.iterable(a) for a in args),
+                           kwargs)
     return run
 
 
@@ -191,8 +216,22 @@ def _static(fn: Any) -> Handler:
     return run
 
 
+def _id(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``id(v)`` of a traced value in the user's code is refused: each call of a compiled program
+    computes new objects, so the number the trace saw would be baked in.  Library code traced
+    through (copy.deepcopy's memo, pprint) only compares identities within the call: allowed."""
+    if len(args) == 1 and not kwargs and t.is_tracked(args[0]) and not t.is_live(args[0]) and t.user_code_here():
+        raise t.unsupported(f"id() of a traced {type(args[0]).__name__}",
+                            "a compiled program computes new objects at each call, so the identity the trace saw "
+                            "would be baked in; compare objects with `is`, or key what you cache by a name or an "
+                            "index instead")
+    return builtins.id(*args, **kwargs)
+
+
 def _len(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     (obj,) = args
+    if t.world and id(obj) in t.world:  # `len(HOOKS)`: the items of a container of the world
+        t.read_world(obj)
     if t.is_pyobject(obj):
         d = t.dunder(type(obj), "__len__")
         if isinstance(d, types.FunctionType):
@@ -482,6 +521,7 @@ SPECIAL: dict[int, tuple[Any, Handler]] = _table([
     *[(f, _static(f)) for f in _STATIC],
     *[(f, _callbacks_at(f, pos)) for f, pos in _CALLBACK_TAKERS],
     *([(_ArrayConverter, _array_converter)] if _ArrayConverter is not None else []),
+    (builtins.id, _id), (builtins.set, _hash_builder(builtins.set)), (builtins.frozenset, _hash_builder(builtins.frozenset)),
 ])
 
 MUTATORS: dict[int, tuple[Any, Handler]] = _table([

@@ -25,6 +25,7 @@ import os
 import sys
 import sysconfig
 import types
+import collections
 from collections import deque
 from typing import Any, Callable
 
@@ -32,10 +33,12 @@ import numpy as np
 
 from . import hooks
 from .effects import is_impure
-from .signature import LIBRARY_PREFIXES, MISSING, DictRef, Identity, class_attr, contents_dep, function_dep
+from .signature import (MISSING, DictRef, Identity, class_attr, contents_dep, function_dep,
+                        effect_dep, is_library_module)
 from .errors import MutationError, NoRuleError, UnsupportedError
-from .instrument import GLOBAL_NAMES, INSTRUMENTED, instrument_function
+from .instrument import GLOBAL_NAMES, INSTRUMENTED, STORES_GLOBALS, instrument_function
 from .ir import Const, Graph, Loc, Op, Var, const, is_differentiable, map_atoms, typeof
+from .roundtrip import STATISTICS, exact_ratio_error
 from .pytree import flatten, unflatten
 from .rules import registry
 from .views import ViewTracking, by_id, member, root_of
@@ -89,6 +92,49 @@ def _native_class(tp: type) -> bool:
     return tp.__module__ == "numpy" or (tp.__module__ == "builtins" and not tp.__flags__ & (1 << 9))
 
 
+#: class attributes of an ndarray subclass that do not change what its arithmetic computes
+_INERT_SUBCLASS_ATTRS = frozenset({
+    "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__", "__annotations__",
+    "__firstlineno__", "__static_attributes__", "__orig_bases__", "__parameters__", "__new__", "__init__",
+    "__array_finalize__", "__repr__", "__str__", "__init_subclass__", "__class_getitem__", "__reduce__",
+    "__reduce_ex__", "__setstate__", "__getstate__", "__array_priority__"})
+_FOREIGN_ARRAYS: WeakIdMap[type, str] = WeakIdMap()
+
+
+def foreign_array(tp: type) -> str:
+    """Why values of the ndarray subclass ``tp`` cannot be traced as plain arrays ("" when they
+    can): numpy's masked arrays and matrices compute differently from ndarray, and a subclass
+    that overrides an operator, ``__array_ufunc__``, indexing or a property would run its own code
+    (natively, unseen) where irad records numpy's.  ``np.memmap`` and subclasses that only add
+    plain methods or attributes are plain arrays to the tracer."""
+    hit = _FOREIGN_ARRAYS.get(tp)
+    if hit is not None:
+        return hit
+    why = ""
+    for klass in tp.__mro__:
+        if klass is np.ndarray or klass is object or klass is np.memmap:
+            continue
+        if klass.__module__.startswith("numpy"):  # np.ma.MaskedArray, np.matrix, np.recarray, ...
+            why = f"numpy's {klass.__name__} computes differently from a plain ndarray"
+            break
+        over = sorted(k for k, v in vars(klass).items() if k not in _INERT_SUBCLASS_ATTRS and (
+            (k.startswith("__") and k.endswith("__")) or isinstance(v, (property, functools.cached_property))
+            or (not callable(v) and hasattr(type(v), "__get__"))))
+        if over:
+            why = f"it overrides {', '.join(over)}, which irad would not run (it records numpy's own operations)"
+            break
+    _FOREIGN_ARRAYS[tp] = why
+    return why
+
+
+def _foreign_hint(tp: type) -> str:
+    if issubclass(tp, np.ma.MaskedArray):
+        return ("pass the data and the mask as plain arrays (np.ma.getdata(x), np.ma.getmaskarray(x)) and write "
+                "the masking with np.where")
+    return (f"pass a plain ndarray (np.asarray(x)); for {tp.__name__}'s own behaviour, hold the array in an "
+            "ordinary class instead: irad traces the Python dunders of user classes")
+
+
 def _is_one_of(x: Any, items: Any) -> bool:
     for a in items:
         if a is x:
@@ -129,6 +175,18 @@ def _same_index(i: Any, j: Any) -> bool:
     return False
 
 
+class DepSet(dict):  # type: ignore[type-arg]
+    """The dependencies a trace recorded, once each, in the order it read them (so the one a stale
+    program names is always the same)."""
+
+    def add(self, dep: tuple[Any, ...]) -> None:
+        self[dep] = None
+
+    def update(self, deps: Any = (), **_: Any) -> None:  # type: ignore[override]
+        for d in deps:
+            self[d] = None
+
+
 class Tracer(ViewTracking):
     """Records one call of a function into ops; ``graph()`` assembles the result."""
 
@@ -150,7 +208,7 @@ class Tracer(ViewTracking):
         self._pyclass: dict[type, bool] = {}
         self._boxed: set[int] = set()  # id() of the 0-d arrays that stand for np.bool_ results
         #: what the trace read that user code may rebind: (kind, object, key, value); see irad.signature
-        self.deps: set[tuple[Any, ...]] = set()
+        self.deps: DepSet = DepSet()
         #: containers and objects that existed before the trace and that it reached (id -> object):
         #: what it reads of them is a dependency.  Objects the trace made are in ``born`` instead.
         self.world: dict[int, Any] = {}
@@ -169,6 +227,14 @@ class Tracer(ViewTracking):
         #: values an enclosing (paused) trace follows, by id: the closures of a nested transform's function
         self._captured: dict[int, Any] = _captured_values(hooks.OUTER.get())
         self._capture_ops: list[Op] = []
+        #: dicts and sets that traced values key (id -> the container, kept alive), and the keys that met
+        #: them: constant keys (key -> label) and traced ones; see ``note_keys``
+        self._keyed: dict[int, Any] = {}
+        self._key_table: dict[Any, int] = {}
+        self._key_tracked: list[Any] = []
+        self._key_ids: set[int] = set()
+        self._key_loc: Loc | None = None
+        self._order_guarded: set[int] = set()
 
     # ---- values ---------------------------------------------------------------------------
 
@@ -345,9 +411,14 @@ class Tracer(ViewTracking):
         else:
             a_args = tuple([self.atom(a) for a in args])
             a_kwargs = {k: self.atom(v) for k, v in kwargs.items()} if kwargs else {}
-        if self._rebinds is not None and isinstance(result, np.ndarray) and type(result) is not np.ndarray:
-            # inside a numpy function traced through: masked arrays and matrices are not followed
-            raise self.unsupported(f"a {type(result).__name__} (an ndarray subclass)", "")
+        if isinstance(result, np.ndarray) and type(result) is not np.ndarray and \
+                (self._rebinds is not None or foreign_array(type(result))):
+            # inside a numpy function traced through: masked arrays and matrices are not followed;
+            # elsewhere a subclass whose own code would compute (np.ma, matrix, an overridden __mul__)
+            why = foreign_array(type(result))
+            raise self.unsupported(f"a {type(result).__module__}.{type(result).__qualname__} (an ndarray subclass"
+                                   f"{'; ' + why if why else ''}) made by {registry.qualname(fn)}",
+                                   _foreign_hint(type(result)) if why else "")
         if trackable(result):
             if not rebind and (id(result) in self.vars or _is_one_of(result, args)
                                or (kwargs and _is_one_of(result, kwargs.values()))):
@@ -397,6 +468,9 @@ class Tracer(ViewTracking):
 
     def _record_container(self, fn: Any, a_args: tuple[Any, ...], a_kwargs: dict[str, Any], result: Any,
                           raw_args: tuple[Any, ...]) -> Any:
+        refused = exact_ratio_error(self, fn, a_args)  # x.as_integer_ratio(): exact ints that would be guarded
+        if refused is not None:
+            raise refused
         leaves, tree = flatten(result)
         outs, new_leaves, guards = [], [], []
         for x in leaves:
@@ -451,6 +525,8 @@ class Tracer(ViewTracking):
         if id(v) in self.vars:
             self.truth(v)
             return v
+        if self.world and id(v) in self.world:  # `if HOOKS:` on a container of the world
+            self.read_world(v)
         if self.is_pyobject(v):
             r = run_dunder_builtin(self, builtins.bool, (v,), {})
             if r is not NotImplemented and not keep:
@@ -533,6 +609,10 @@ class Tracer(ViewTracking):
                 if self.touches_traced_memory(a):
                     return self._binop_inplace(a, b, op)
                 self._protect_consts(a)
+            if self._keyed and (id(a) in self._keyed or id(b) in self._keyed):  # s | t, d | e of keyed sets, dicts
+                r = hooks.BINOPS[op](a, b)
+                self.note_keys((), (a, b, r))
+                return r
             return hooks.BINOPS[op](a, b)
         if inplace_array:
             return self._binop_inplace(a, b, op)
@@ -586,6 +666,8 @@ class Tracer(ViewTracking):
         elif self._seen(a) | self._seen(b):
             r = self.record(fn, (a, b), {}, fn(a, b))
         else:
+            if self._keyed and (id(a) in self._keyed or id(b) in self._keyed):  # s <= t, d == e
+                self.note_keys((), (a, b))
             r = fn(a, b)
         if op & 16:
             return self.truth_value(r)
@@ -597,7 +679,12 @@ class Tracer(ViewTracking):
             if isinstance(d, types.FunctionType):
                 r = self.truth_value(self.call(d, (b, a), {}))
                 return (not r) if invert else r
-        if self.deep_tracked(a) or self.is_tracked(b):
+        if self.world and id(b) in self.world:  # `"scale" in CFG`: its items are a dependency
+            self.read_world(b)
+        if isinstance(b, _HASHED) and (self._keyed or self._traced_key(a)):
+            self.note_keys((a,), (b,))  # whether `k in s` holds depends on which keys are equal
+            r = a in b
+        elif self.deep_tracked(a) or self.is_tracked(b):
             r = self.record(operator.contains, (b, a), {}, operator.contains(b, a))
         else:
             r = a in b
@@ -613,6 +700,150 @@ class Tracer(ViewTracking):
         if not self._seen(a):
             return fn(a)
         return self.record(fn, (a,), {}, fn(a))
+
+    # ---- dict keys and set members ----------------------------------------------------------
+
+    def _traced_key(self, k: Any) -> bool:
+        """A traced value (or a tuple holding one) used as a dict key or set member."""
+        return id(k) in self.vars or (type(k) is tuple and any(self._traced_key(e) for e in k))
+
+    def note_keys(self, keys: Any, containers: Any) -> None:
+        """``keys`` enter, leave or are looked up in the dicts and sets among ``containers``.  Which
+        keys are equal decides the result (``{x[0]: 1.0, x[1]: 2.0}`` has one entry when they
+        coincide), so when traced values key a container the trace must not bake in what it saw:
+        every key that meets such a container takes part in one guard on the pattern of their
+        equalities (``irad.ops.key_classes``), emitted when the graph is assembled."""
+        keyed = self._keyed
+        hashed = [c for c in containers if isinstance(c, _HASHED) and not self.is_pyobject(c)]
+        if not any(id(c) in keyed for c in hashed) and not any(self._traced_key(k) for k in keys):
+            return
+        if self._key_loc is None:
+            self._key_loc = self.loc()
+        for c in hashed:
+            if id(c) not in keyed:
+                keyed[id(c)] = c
+                for k in list(c):
+                    self._add_key(k)
+        for k in keys:
+            self._add_key(k)
+
+    def _add_key(self, k: Any) -> None:
+        if self._traced_key(k):
+            try:
+                hash(k)
+            except TypeError:  # (an array in a tuple): the operation itself raises
+                return
+            if id(k) not in self._key_ids:
+                self._key_ids.add(id(k))
+                self._key_tracked.append(k)
+                self.keep.append(k)
+            return
+        try:
+            self._key_table.setdefault(k, len(self._key_table))
+        except TypeError:  # unhashable: the operation itself raises
+            pass
+
+    def _flush_keys(self) -> None:
+        """The guard ``note_keys`` promised: one op for the whole trace, at the first keyed line."""
+        if not self._key_tracked:
+            return
+        from . import ops as irad_ops
+        table, keys = dict(self._key_table), tuple(self._key_tracked)
+        self._key_tracked = []
+        labels = irad_ops.key_classes(table, keys)
+        v = self.new_var(labels, "keys")
+        self.values[v.id] = labels
+        self.ops.append(Op("irad.ops.key_classes", (self.const(table), tuple(self.atom(k) for k in keys)), (),
+                           (v,), irad_ops.key_classes, self._key_loc, False))
+        self.ops.append(Op("irad.ops.guard", (v,), (("expected", Const(labels, typeof(labels))),), (),
+                           irad_ops.guard, self._key_loc, False))
+
+    def _guard_members(self, s: Any) -> None:
+        """Iterating a set that traced values are members of: its order follows their hashes, that
+        is their values, which are guarded."""
+        for e in s:
+            for part in (e if type(e) is tuple else (e,)):
+                if id(part) in self.vars and id(part) not in self._order_guarded:
+                    self._order_guarded.add(id(part))
+                    self.guard_value(part)
+
+    def build_map(self, items: tuple[Any, ...]) -> dict[Any, Any]:
+        """``{k0: v0, k1: v1, ...}`` (BUILD_MAP)."""
+        keys = items[0::2]
+        d = dict(zip(keys, items[1::2]))
+        self.note_keys(keys, (d,))
+        return d
+
+    def build_set(self, items: tuple[Any, ...]) -> set[Any]:
+        """``{a, b, ...}`` (BUILD_SET)."""
+        s = set(items)
+        self.note_keys(items, (s,))
+        return s
+
+    def hash_add(self, c: Any, item: Any, kind: int) -> Any:
+        """Before a comprehension or display adds to the dict/set ``c``: ``item`` is one key
+        (``kind`` 1: MAP_ADD, SET_ADD) or a mapping/iterable whose keys/items go in (2: DICT_UPDATE,
+        SET_UPDATE); returns what the instruction then consumes."""
+        if kind == 1:
+            self.note_keys((item,), (c,))
+            return item
+        if isinstance(item, _HASHED):
+            self.note_keys((), (c, item))
+        elif type(item) is list or type(item) is tuple:
+            self.note_keys(item, (c,))
+        elif _is_iterator(item) and not isinstance(item, (str, bytes)):
+            item = list(item)
+            self.note_keys(item, (c,))
+        return item
+
+    def delitem(self, a: Any, i: Any) -> None:
+        """``del a[i]``."""
+        ta = type(a)
+        if ta not in _FAST and ta not in _CONTAINER_FAST and self._is_pyclass(ta):
+            f = self.dunder(ta, "__delitem__")
+            if isinstance(f, types.FunctionType):
+                self.call(f, (a, i), {})
+                return
+        if isinstance(a, dict):
+            self.note_keys((i,), (a,))
+        elif self.deep_tracked(i) and not isinstance(a, np.ndarray):
+            for part in (i if type(i) is tuple else (i,)):
+                if self.is_tracked(part):
+                    self.guard_value(part)
+        del a[i]
+
+    def _hash_call(self, f: Any, owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A C method of a dict or set, or a constructor of one (``dict(zip(ks, vs))``,
+        ``d.get(k)``, ``s.update(xs)``): it only moves references, so it runs natively, and the keys
+        it was handed are noted (``note_keys``).  Iterators are read first, so their items are seen."""
+        args = tuple(list(a) if _is_iterator(a) and not isinstance(a, _HASHED) else a for a in args)
+        name = getattr(f, "__name__", "")
+        keys: list[Any] = []
+        if f is _COUNT_ELEMENTS or isinstance(owner, type):  # _count_elements(counter, xs), dict.fromkeys(xs)
+            src = args[-1] if f is _COUNT_ELEMENTS else (args[0] if args else ())
+            keys = list(src) if type(src) is list or type(src) is tuple else []
+        elif isinstance(owner, dict) or (isinstance(f, type) and issubclass(f, dict)):
+            if isinstance(f, type) or name == "update":  # dict(pairs), d.update(pairs): the first items
+                src = args[-1] if args else ()
+                if type(src) is list or type(src) is tuple:
+                    keys = [e[0] for e in src if (type(e) is tuple or type(e) is list) and len(e) == 2]
+            else:  # d.get(k, default), d.pop(k), d.setdefault(k, v), d.__getitem__(k), ...
+                keys = list(args[:1])
+        else:  # sets: s.add(k), s.update(xs, ...), set(xs), s | t
+            for a in args:
+                if isinstance(a, _HASHED):
+                    continue
+                if type(a) is list or type(a) is tuple:
+                    keys.extend(a)
+                else:
+                    keys.append(a)
+        if isinstance(owner, (set, frozenset)) and getattr(f, "__name__", "") == "pop" and id(owner) in self._keyed:
+            self._guard_members(owner)  # which member pop() takes follows the hashes
+        r = f(*args, **kwargs)
+        if id(r) not in self.world:
+            self.born.add(id(r))
+        self.note_keys(keys, (owner, r, *args, *kwargs.values()))
+        return r
 
     # ---- strings --------------------------------------------------------------------------
 
@@ -651,7 +882,9 @@ class Tracer(ViewTracking):
             if self._tracked_mask(i):
                 self._guard_shape(r)
             return r
-        if self.deep_tracked(i):
+        if isinstance(a, dict) and (self._keyed or self._traced_key(i)):
+            self.note_keys((i,), (a,))  # which entry d[k] finds depends on which keys are equal
+        elif self.deep_tracked(i):
             for part in (i if type(i) is tuple else (i,)):
                 if self.is_tracked(part):
                     self.guard_value(part)
@@ -683,10 +916,14 @@ class Tracer(ViewTracking):
             a[i] = v
             self.rebind(a, irad_ops.setitem, atoms)
             return
-        if self.deep_tracked(i) and not isinstance(a, np.ndarray):
+        if isinstance(a, dict) and (self._keyed or self._traced_key(i)):
+            self.note_keys((i,), (a,))
+        elif self.deep_tracked(i) and not isinstance(a, np.ndarray):
             for part in (i if type(i) is tuple else (i,)):
                 if self.is_tracked(part):
                     self.guard_value(part)
+        if self.world and id(a) in self.world:  # `CACHE[k] = v` into a container of the world
+            self.deps.add(effect_dep(f"an item of a {ta.__name__}"))
         a[i] = v
 
     def rows(self, a: np.ndarray) -> list[Any]:
@@ -698,6 +935,8 @@ class Tracer(ViewTracking):
         """What iterating over ``v`` should iterate: rows of a traced array, a user ``__iter__``."""
         if self.world and id(v) in self.world:
             self.read_world(v)
+        if self._keyed and id(v) in self._keyed and isinstance(v, (set, frozenset)):
+            self._guard_members(v)
         if type(v) is np.ndarray and v.ndim >= 2 and not self._seen(v):
             return self.rows(v)  # rows are views: a later write through one must reach `v`
         if id(v) in self.vars:
@@ -725,10 +964,16 @@ class Tracer(ViewTracking):
             v = getattr(o, name)
             if name in vars(o):  # `config.scale` may be rebound, `np.sin` monkeypatched
                 self.deps.add(("global", DictRef(vars(o)), name, Identity(v)))
-                if not o.__name__.startswith(LIBRARY_PREFIXES):
+                if not is_library_module(o.__name__):
                     self.reach(v, f"global {name}")
             return v
         if id(o) in self.vars or (to is np.ndarray and name in _VIEW_ATTRS):
+            if name in _BUFFER_ATTRS and isinstance(o, (np.ndarray, np.generic)):
+                if name == "data":  # a.data is memoryview(a): an opaque value made from it, recorded
+                    return self.call(builtins.memoryview, (o,), {})
+                raise self.unsupported(f"a.{name} (a raw pointer to the memory) of a traced array",
+                                       "pass the array itself to numpy functions, or register a rule for the C "
+                                       "function that reads it")
             if name in _STATIC_ATTRS:
                 return getattr(o, name)
             if name == "T":
@@ -749,7 +994,14 @@ class Tracer(ViewTracking):
             d = self.dunder(to, name)
             if isinstance(d, property) and isinstance(d.fget, types.FunctionType):
                 return self.call(d.fget, (o,), {})
+            if d is not None and type(d) not in _FAST and self._is_pyclass(type(d)):  # a user descriptor
+                get = self.dunder(type(d), "__get__")
+                if isinstance(get, types.FunctionType) and (self.dunder(type(d), "__set__") is not None or
+                                                            name not in getattr(o, "__dict__", {})):
+                    return self.call(get, (d, o, to), {})
             if isinstance(d, functools.cached_property) and name not in getattr(o, "__dict__", {}):
+                if id(o) not in self.born:  # once cached, Python reads the cached value: so must the program
+                    self.deps.add(("inst", Identity(o), name, Identity(MISSING)))
                 val = self.call(d.func, (o,), {})
                 o.__dict__[name] = val
                 return val
@@ -768,7 +1020,11 @@ class Tracer(ViewTracking):
                     return self.call(ga, (o, name), {})
                 self._read_attr(o, name, r)
                 return r
-        r = getattr(o, name)
+        try:
+            r = getattr(o, name)
+        except AttributeError:  # `hasattr(o, "bias")`, `getattr(o, "s", None)`: its absence is read too
+            self._read_attr(o, name, MISSING)
+            raise
         self._read_attr(o, name, r)
         return r
 
@@ -788,7 +1044,7 @@ class Tracer(ViewTracking):
             self.deps.add(("inst", Identity(o), name, Identity(d.get(name, MISSING))))
             if name not in d and not _native_class(to):  # from the class: a method, a class-level default
                 self.deps.add(("attr", to, name, Identity(class_attr(to, name))))
-        elif not _native_class(to) and type(r) is not types.MethodType:  # __slots__
+        elif not _native_class(to) and isinstance(class_attr(to, name), types.MemberDescriptorType):  # __slots__
             self.deps.add(("inst", Identity(o), name, Identity(r)))
         else:
             return
@@ -808,6 +1064,9 @@ class Tracer(ViewTracking):
         if isinstance(o, np.ndarray) and name in _ARRAY_SETATTRS and (self._seen(o) or self.deep_tracked(v)):
             self._set_array_attr(o, name, v)
             return
+        if id(o) not in self.born and id(o) not in self.vars and not isinstance(o, np.ndarray):
+            # `self.last = loss`, `config.step = n`: a change to the world that only tracing repeats
+            self.deps.add(effect_dep(f"attribute {name!r} of a {to.__name__}"))
         setattr(o, name, v)
 
     def _set_array_attr(self, a: np.ndarray, name: str, v: Any) -> None:
@@ -871,6 +1130,11 @@ class Tracer(ViewTracking):
                 return self.call_python(fn, (f.__self__,) + args, kwargs)
             return self.call_prim(f, args, kwargs)
         if tf is functools.partial:
+            if id(f) not in self.born:  # `grad(partial(loss, params))`: what it holds is of the world
+                for a in f.args:
+                    self.reach(a, "partial argument")
+                self.reach(f.keywords, "partial keyword")
+                self.read_world(f.keywords)
             return self.call(f.func, f.args + args, {**f.keywords, **kwargs})
         if member(f, _DUNDER_BUILTINS_) and args and self.is_pyobject(args[0]):
             r = run_dunder_builtin(self, f, args, kwargs)
@@ -910,6 +1174,18 @@ class Tracer(ViewTracking):
         nested = getattr(fn, "__irad_trace_call__", None)
         if nested is not None:
             return nested(self, args, kwargs)
+        if fn is _NAMEDTUPLE and not self.deep_tracked((args, kwargs)):
+            # a class factory (it exec's the class's source): run natively, the class's methods are traced
+            # when they are called; its module is the user's, as when namedtuple is called untraced
+            frame = self._user_frame()
+            if "module" not in kwargs and frame is not None:
+                kwargs = {**kwargs, "module": frame.f_globals.get("__name__", "__main__")}
+            return fn(*args, **kwargs)
+        alt = STATISTICS.get(id(fn))
+        if alt is not None and alt[0] is fn:  # statistics.mean & co of traced floats: float arithmetic
+            r = alt[1](self, args, kwargs)
+            if r is not NotImplemented:
+                return r
         if args and registry.is_singledispatch(fn):
             cls = type(args[0])
             self.deps.add(("dispatch", fn, cls, fn.dispatch(cls)))
@@ -967,6 +1243,9 @@ class Tracer(ViewTracking):
         defaults, its globals and closure cells (a compiled program checks them before each call,
         see ``irad.signature``).  Their values are the roots of the world the trace reaches."""
         self.deps.add(function_dep(fn))
+        stored = STORES_GLOBALS.get(id(inst.__code__))
+        if stored:  # `global G; G = ...`: repeated only by tracing again
+            self.deps.add(effect_dep("global " + ", ".join(map(repr, stored))))
         g = fn.__globals__
         for name in GLOBAL_NAMES.get(id(inst.__code__), ()):
             v = g.get(name, MISSING)
@@ -1007,6 +1286,7 @@ class Tracer(ViewTracking):
         # NOTE: a negative id: the Var never reaches the graph, and the printed numbering stays
         v = Var(-2 - len(self._live), typeof(x), origin.rsplit(" ", 1)[-1] if origin else "")
         self._live[v.id] = Const(x, typeof(x), origin, True)
+        self.deps.add(("layout", Identity(x), None, Identity((x.shape, x.dtype))))  # `W.shape = ...` in place
         self.track(x, v)
 
     def read_world(self, c: Any) -> None:
@@ -1015,13 +1295,12 @@ class Tracer(ViewTracking):
         if id(c) not in self.world or id(c) in self._world_read:
             return
         self._world_read.add(id(c))
-        tc = type(c)
-        if tc is list or tc is dict or tc is deque:
+        if isinstance(c, (list, dict, deque, set)):  # subclasses too: OrderedDict, defaultdict, ...
             self.deps.add(contents_dep(c))
-        if tc is tuple or tc is list or tc is deque:
+        if isinstance(c, (tuple, list, deque)):
             for e in c:
                 self.reach(e, "item")
-        elif tc is dict:
+        elif isinstance(c, dict):
             for e in c.values():
                 self.reach(e, "item")
 
@@ -1049,13 +1328,27 @@ class Tracer(ViewTracking):
             return self.call_prim(operator.call, (f,) + args, kwargs)
         if type(f) is types.BuiltinFunctionType:
             f = _public_numpy(f)  # numpy's own code calls the C function behind np.concatenate & co
+        if self.world and member(f, _STATIC_FUNCS_):  # `len(HOOKS)`: the items of a container of the world
+            for a in args:
+                if id(a) in self.world:
+                    self.read_world(a)
         if member(f, _STATIC_FUNCS_):
             return f(*args, **kwargs)  # depends on shapes and dtypes only
+        if member(f, _COPIERS_) and args and isinstance(args[0], (np.ndarray, np.generic)) and self._seen(args[0]):
+            return self.call_method(args[0], f.__name__, args[1:], kwargs)  # copy.copy(x): np.ndarray.__copy__(x)
+        if f is _TUPLE_NEW and len(args) == 2 and not kwargs and isinstance(args[0], type) and \
+                issubclass(args[0], tuple):  # a namedtuple's __new__/_make: it only packs references
+            return f(args[0], self.iterable(args[1]))
         owner = getattr(f, "__self__", None)
         if self.world:  # `d.items()`, `np.array(coeffs)`: the items of a container of the world
             for a in (owner,) + args:
                 if id(a) in self.world:
                     self.read_world(a)
+        if (((isinstance(owner, _HASHED) or (isinstance(owner, type) and issubclass(owner, _HASHED))) and
+                not self.is_pyobject(owner)) or (isinstance(f, type) and issubclass(f, _HASHED)) or
+                (f is _COUNT_ELEMENTS and f is not None)) and \
+                (self._keyed or self.deep_tracked(args) or self.deep_tracked(kwargs) or any(map(_is_iterator, args))):
+            return self._hash_call(f, owner, args, kwargs)  # d.get(k), set(xs), dict(zip(ks, vs)) with traced keys
         if _reduces_iterable(f, owner) and any(_is_iterator(a) for a in args):
             # math.fsum(map(...)), "".join(generator): let the tracer see the items
             args = tuple(list(self.iterable(a)) if _is_iterator(a) else a for a in args)
@@ -1078,7 +1371,8 @@ class Tracer(ViewTracking):
             r = f(*args, **kwargs)
             if probe is not None and probe.loc is not None:
                 probe.check(f, r)
-            self.born.add(id(r))  # made during the trace: a constant of irad's, not the user's world
+            if id(r) not in self.world:  # made during the trace (not `P.get("layer")`): irad's constant
+                self.born.add(id(r))
             if type(r) is np.ndarray and r.base is not None:
                 if isinstance(owner, np.ndarray) and hasattr(np.ndarray, getattr(f, "__name__", "")):
                     self._note_untracked_view(r, getattr(np.ndarray, f.__name__), (owner,) + args, kwargs)
@@ -1155,6 +1449,15 @@ class Tracer(ViewTracking):
                     pass
         return r
 
+    def is_live(self, x: Any) -> bool:
+        """Is ``x`` an array of the user's world that the trace follows (the program reads that very object)?"""
+        return any(c.value is x for c in self._live.values())
+
+    def user_code_here(self) -> bool:
+        """Is the innermost traced frame the user's own code (not an installed package or the stdlib)?"""
+        f = self._user_frame()
+        return f is not None and not f.f_code.co_filename.startswith(_INSTALLED_DIRS)
+
     def _user_site(self) -> str:
         """Where the user's own code is: the innermost traced frame outside installed packages."""
         loc = self.loc()
@@ -1190,6 +1493,9 @@ class Tracer(ViewTracking):
 
     def call_method(self, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``obj.name(...)`` on a traced value: recorded with the unbound method."""
+        if (name == "__copy__" or name == "__deepcopy__") and isinstance(obj, (np.ndarray, np.generic)) and \
+                obj.dtype.kind in "biufc":  # copy.copy / copy.deepcopy of a traced array: a copy
+            return self.call_method(obj, "copy", (), {})
         if name[:2] == "__" and not kwargs:
             direct = self._dunder_call(obj, name, args)
             if direct is not _NO_DUNDER:
@@ -1266,6 +1572,7 @@ class Tracer(ViewTracking):
 
     def graph(self, inputs: tuple[Var, ...], outputs: Any, in_tree: Any, statics: tuple[tuple[int, Any], ...]) \
             -> Graph:
+        self._flush_keys()
         leaves, out_tree = flatten(outputs)
         outs = tuple(self.atom(x) for x in leaves)
         from . import ops as irad_ops
@@ -1274,6 +1581,13 @@ class Tracer(ViewTracking):
         for vid, c in self._live.items():  # the world's arrays the function updated in place
             v = self.vars.get(id(c.value))
             if v is not None and v.id not in self._live:
+                others = [o.value for o in self._live.values() if o is not c and np.may_share_memory(o.value, c.value)]
+                if c.value.base is not None or others:
+                    raise MutationError(
+                        f"in-place update of the array `{c.origin or 'of the world'}`, which shares its memory with "
+                        "other arrays the function reads (a view, or the base of one): a compiled program cannot "
+                        "write that update back", "",
+                        "update the base array itself, or work on a copy")
                 self.mutated_world.append((c.value, self.atom(c.value)))
                 # NOTE: a Var, not the constant: at trace time the array already holds its update,
                 # the uses before it need the snapshot taken when it changed (values[vid])
@@ -1502,6 +1816,8 @@ def _instrument_callbacks(a: Any) -> Any:
 
 
 _VIEW_ATTRS = frozenset({"T", "mT", "real", "imag"})
+#: attributes of a traced array that hand out its memory (see irad.roundtrip)
+_BUFFER_ATTRS = frozenset({"data", "ctypes"})
 _ARRAY_SETATTRS = frozenset({"shape", "dtype", "strides", "data", "real", "imag", "flat"})
 _DISPATCHER = type(np.cov)
 _CAPTURE = None  # irad.ops.capture, bound below (irad.ops imports nothing from here)
@@ -1512,6 +1828,11 @@ _INSTALLED_DIRS = _LIBRARY_DIRS + tuple({sysconfig.get_paths()[k] + os.sep for k
 #: numpy functions whose Python body irad could not trace (qualified name -> why), for NoRuleError
 LIBRARY_FAILURES: dict[str, str] = {}
 _TYPE_CALL = vars(type)["__call__"]
+_TUPLE_NEW = tuple.__new__
+_HASHED = (dict, set, frozenset)
+_COUNT_ELEMENTS = getattr(__import__("_collections"), "_count_elements", None)
+_COPIERS_ = by_id([np.ndarray.__copy__, np.ndarray.__deepcopy__, np.generic.__copy__, np.generic.__deepcopy__])
+_NAMEDTUPLE = collections.namedtuple
 _LRU_WRAPPER = type(functools.lru_cache(lambda: None))
 _MOD = hooks._NAMES.index("mod")
 _OP_NAMES = [registry.qualname(f) for f in hooks.OUT_OF_PLACE]
@@ -1558,6 +1879,12 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     hints = _arg_hints(f, args, kwargs)
     new_leaves, inputs, statics = [], [], []
     for i, x in enumerate(leaves):
+        if isinstance(x, np.ndarray) and type(x) is not np.ndarray and foreign_array(type(x)):
+            from .api import _def_site
+            tp = type(x)
+            raise UnsupportedError(f"argument {hints[i] if i < len(hints) else i} of {name}: a {tp.__module__}."
+                                   f"{tp.__qualname__} (an ndarray subclass; {foreign_array(tp)}) cannot be traced",
+                                   _def_site(f), _foreign_hint(tp))
         if trackable(x) and i not in constant:
             y, v = t.input(x, hints[i] if i < len(hints) else f"x{i}")
             new_leaves.append(y)
@@ -1566,6 +1893,9 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
             new_leaves.append(x)
             statics.append((i, x))
     targs, tkwargs = unflatten(in_tree, new_leaves)
+    for _, x in statics:  # an object argument (a config, a model): what the trace reads of it is a dependency
+        if not isinstance(x, np.ndarray):
+            t.reach(x, "argument")
     prev = hooks.TRACER.get()  # this thread's/task's (see hooks.TRACER)
     hooks.TRACER.set(t)
     # NOTE: a trace allocates many small objects that all stay alive (values, Vars, Ops): the
@@ -1574,6 +1904,12 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     gc.disable()
     try:
         result = t.call(f, tuple(targs), dict(tkwargs))
+        after, after_tree = flatten((targs, tkwargs))
+        if after_tree != in_tree or any(a is not b for a, b in zip(after, new_leaves)):
+            raise MutationError(
+                f"{name} changes an argument container in place (an item or key of a list or dict it was passed): "
+                "irad passes a compiled program the leaves of its arguments, so that change would not reach "
+                "the caller", "", "return the new value instead, or copy the container inside the function")
         fresh = [y for i, y in enumerate(new_leaves) if trackable(leaves[i]) and i not in constant]
         for k, (y, v) in enumerate(zip(fresh, inputs)):
             if isinstance(y, np.ndarray) and t.vars.get(id(y)) is not v:

@@ -292,6 +292,7 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None) -> dict[int, Pla
             if n_y != len(op.outs) - 1:
                 raise _Skip("output structure differs")
             binds: list[tuple[int, Any]] = list(zip([o.id for o in op.outs[:-1]], outs[:n_y]))
+            _same_types(op.outs[:-1], outs[:n_y], "output")
             for o, a in binds:
                 if isinstance(a, Var):
                     samples[o] = samples.get(a.id)
@@ -317,6 +318,7 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None) -> dict[int, Pla
                 picks = [_leaf_index(b_tree, p) for p in pop.unpack]
                 if any(p is None for p in picks):
                     raise _Skip("cotangent structure differs")
+                _same_types(pop.outs, [b_outs[p] for p in picks], "cotangent")  # type: ignore[index]
                 pb_plans[pk] = (b_ops, [(o.id, b_outs[p]) for o, p in zip(pop.outs, picks)])  # type: ignore[index]
         except _Skip as e:
             if reasons is not None:
@@ -326,6 +328,16 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None) -> dict[int, Pla
         plans[k] = (ops, binds)
         plans.update(pb_plans)
     return plans
+
+
+def _same_types(host: Any, spliced: list[Any], what: str) -> None:
+    """The body traced on samples must give the types the call gave: a dtype that depends on the
+    values (scipy.linalg.sqrtm of a real matrix is complex when it has a negative eigenvalue)
+    means the sample trace took another path than the program's values do."""
+    for h, a in zip(host, spliced):
+        t = a.type if isinstance(a, Var) else getattr(a, "type", None)
+        if t is not None and t != h.type:
+            raise _Skip(f"the body's {what} on sample values is {t}, the call's {h.type} (a value-dependent type)")
 
 
 def _plain_static(x: Any) -> bool:

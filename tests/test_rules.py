@@ -536,6 +536,11 @@ case(np.ndarray.astype, R(3, 4), np.float64)
 case(np.ndarray.astype, R(3, 4), np.complex128)
 case(np.ndarray.astype, R(3), np.int64)
 case(np.ndarray.astype, R(3), np.float32, _opts={"rtol": 1e-3, "atol": 1e-4, "eps": 1e-3})
+case(np.ndarray.view, R(3, 4))                       # the same values (another dtype: refused, see
+case(np.ndarray.view, R(3), np.ndarray)              # tests/test_trust_roundtrips.py)
+case(np.ndarray.view, R(2, 3), np.float64)
+case(np.frombuffer, R(3, 4))                         # an array's memory, as its own dtype
+case(np.frombuffer, R(5), np.float64, 2, 8)          # count and offset
 case(np.ndarray.item, R(1, 1))
 case(np.ndarray.item, R(3, 4), 5)
 case(np.ndarray.item, R(3, 4), -2)
@@ -1012,6 +1017,44 @@ if sp is not None:
         case(sig.convolve, R(4, 5), R(2, 3), mode)
     case(sig.convolve, R(6, 5), R(3, 3), "full", "fft")
     case(sig.convolve, C(4), C(3))
+    # scipy.linalg matrix functions (after the others: their draws leave the cases above alone).
+    # The first case of each gets order 2 in test_second_order; tests/test_trust_matfuncs.py
+    # checks order 2 on the rest.
+    SYM = R(3, 3)
+    SYM = SYM + SYM.T
+    NEG = np.array([[-2.0, 1.0], [0.5, 1.0]])            # a real negative eigenvalue: complex logm, sqrtm
+    case(sla.expm, R(3, 3))
+    case(sla.expm, np.array([[0.0, 0.0], [0.0, 0.1]]))  # triangular: SciPy's own path, once wrong here
+    case(sla.expm, R(1, 1))
+    case(sla.expm, R(2, 2))
+    case(sla.expm, R(2, 3, 3))                         # a batch
+    case(sla.expm, np.triu(R(3, 3)))
+    case(sla.expm, np.tril(R(4, 4)) * 2)
+    case(sla.expm, SYM)
+    case(sla.expm, np.diag(R(3)))                      # diagonal: another SciPy path
+    case(sla.expm, C(3, 3))
+    case(sla.expm, 0.7)                                # a scalar: SciPy returns [[exp(a)]]
+    case(sla.expm_frechet, R(3, 3), R(3, 3))
+    case(sla.expm_frechet, R(1, 1), R(1, 1))
+    case(sla.expm_frechet, R(2, 2), R(2, 2), compute_expm=False)
+    case(sla.expm_frechet, R(2, 3, 3), R(2, 3, 3))
+    case(sla.expm_frechet, np.triu(R(3, 3)), R(3, 3), "blockEnlarge")
+    case(sla.expm_frechet, SYM, np.eye(3))
+    case(sla.expm_frechet, C(2, 2), C(2, 2))
+    case(sla.logm, spd(3))
+    case(sla.logm, spd(1))
+    case(sla.logm, spd(2) + 0.3 * R(2, 2))
+    case(sla.logm, spd(3, (2,)))
+    case(sla.logm, np.triu(spd(3)))
+    case(sla.logm, np.array([[1.0, 2.0], [-2.0, 1.0]]))  # complex eigenvalues, a real logarithm
+    case(sla.logm, NEG)
+    case(sla.logm, C(3, 3) + 4 * np.eye(3))
+    case(sla.sqrtm, spd(1))
+    case(sla.sqrtm, spd(3, (2,)))
+    case(sla.sqrtm, np.triu(spd(3)))
+    case(sla.sqrtm, NEG)
+    case(sla.sqrtm, C(3, 3) + 4 * np.eye(3))
+    case(sla.sqrtm, 4.0)                               # a scalar: SciPy 1.17 returns [[exp(a)]]
 
 
 # ---- the tests -------------------------------------------------------------------------------

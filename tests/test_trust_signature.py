@@ -656,3 +656,322 @@ def test_every_kind_of_dependency_holds_right_after_its_trace():
     assert prog.assumptions.check() is None
     agrees(vg, f, X)
     assert vg.traces == 1
+
+
+# ---- world state read in less direct ways (found in review) ------------------------------------
+
+import collections  # noqa: E402
+import functools  # noqa: E402
+import sys  # noqa: E402
+
+from irad.errors import MutationError  # noqa: E402
+
+
+def test_partial_of_a_loss_over_a_params_dict():
+    P = {"W": np.eye(3)}
+
+    def loss(params, x, scale=1.0):
+        return scale * np.sum((params["W"] @ x) ** 2)
+
+    part = functools.partial(loss, P, scale=1.0)
+    vg = irad.value_and_grad(part)
+    vg(X)
+    P["W"] = 2 * np.eye(3)
+    agrees(vg, part, X)
+    part.keywords["scale"] = 5.0
+    agrees(vg, part, X)
+
+
+HOOKS: list = []
+CFGD = {"scale": 1.0}
+
+
+class Opt:
+    pass
+
+
+OPT = Opt()
+
+
+def reads_by_membership(x):
+    s = 2.0 if "shift" in CFGD else 1.0
+    s += 1.0 if HOOKS else 0.0
+    s += len(HOOKS)
+    s += 3.0 if hasattr(OPT, "bias") else 0.0
+    s += getattr(OPT, "k", 0.0)
+    return s * np.sum(x ** 2)
+
+
+def test_membership_truth_len_hasattr_and_getattr_default():
+    vg = irad.value_and_grad(reads_by_membership)
+    vg(X)
+    try:
+        CFGD["shift"] = 1.0
+        agrees(vg, reads_by_membership, X)
+        HOOKS.append(print)
+        agrees(vg, reads_by_membership, X)
+        OPT.bias = 1.0
+        agrees(vg, reads_by_membership, X)
+        OPT.k = 4.0
+        agrees(vg, reads_by_membership, X)
+    finally:
+        CFGD.pop("shift", None)
+        HOOKS.clear()
+        vars(OPT).clear()
+
+
+OD = collections.OrderedDict(W=np.ones(3))
+DD = collections.defaultdict(float, k=1.0)
+SET = {1.0}
+
+
+def reads_container_subclasses(x):
+    return np.sum(OD["W"] * x) + DD["k"] * np.sum(x ** 2) + max(SET) * np.sum(np.sin(x))
+
+
+def test_ordered_and_default_dicts_and_sets_of_the_world():
+    vg = irad.value_and_grad(reads_container_subclasses)
+    vg(X)
+    try:
+        OD["W"] *= 3
+        agrees(vg, reads_container_subclasses, X)
+        DD["k"] = 4.0
+        agrees(vg, reads_container_subclasses, X)
+        SET.add(3.0)
+        agrees(vg, reads_container_subclasses, X)
+    finally:
+        OD["W"] = np.ones(3)
+        DD["k"] = 1.0
+        SET.discard(3.0)
+
+
+S_GEN = 2.0
+W_GEN = np.ones(3)
+
+
+def reads_globals_in_comprehensions(x):
+    a = sum(S_GEN * xi for xi in x)
+    b = sum([np.sum(np.ones(3) * W_GEN * x) for _ in range(2)])
+    return a + b
+
+
+def test_globals_read_only_inside_comprehensions_and_generators():
+    global S_GEN
+    vg = irad.value_and_grad(reads_globals_in_comprehensions)
+    vg(X)
+    try:
+        S_GEN = 3.0
+        agrees(vg, reads_globals_in_comprehensions, X)
+        W_GEN[:] = 5.0
+        agrees(vg, reads_globals_in_comprehensions, X)
+    finally:
+        S_GEN = 2.0
+        W_GEN[:] = 1.0
+
+
+def test_objects_returned_by_untraced_calls_are_still_the_world():
+    class Layer:
+        def __init__(self):
+            self.k = 2.0
+
+    P = {"layer": Layer()}
+    L = [Layer()]
+
+    def f(x):
+        import operator
+        return P.get("layer").k * np.sum(x) + operator.itemgetter(0)(L).k * np.sum(x ** 2)
+
+    vg = irad.value_and_grad(f)
+    vg(X)
+    P["layer"].k = 5.0
+    agrees(vg, f, X)
+    L[0].k = -1.0
+    agrees(vg, f, X)
+
+
+class Coefs(list):
+    __hash__ = None
+
+
+def test_unhashable_static_changed_in_place():
+    def f(x, c):
+        return c[0] * np.sum(x ** 2) + len(c)
+
+    c = Coefs([1.0, 2.0])
+    vg = irad.value_and_grad(f)
+    vg(X, c)
+    c[0] = 4.0
+    agrees(vg, f, X, c)
+    c.append(1.0)
+    agrees(vg, f, X, c)
+
+
+def test_user_module_whose_name_starts_like_a_library(tmp_path, monkeypatch):
+    (tmp_path / "mathutils_irad_test.py").write_text("PARAMS = {'scale': 2.0}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import mathutils_irad_test as mu
+
+    def f(x):
+        return mu.PARAMS["scale"] * np.sum(x ** 2)
+
+    vg = irad.value_and_grad(f)
+    vg(X)
+    mu.PARAMS["scale"] = 5.0
+    agrees(vg, f, X)
+    sys.modules.pop("mathutils_irad_test", None)
+
+
+def test_writes_to_the_world_happen_on_every_call():
+    class M:
+        def __init__(self):
+            self.last = 0.0
+            self.calls = 0
+
+        def loss(self, x):
+            val = np.sum(x ** 2)
+            self.last = val
+            self.calls += 1
+            return val
+
+    m = M()
+    vg = irad.value_and_grad(m.loss)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RetraceWarning)
+        for n in range(1, 4):
+            xn = X * n
+            vg(xn)
+            assert m.calls == n and float(m.last) == pytest.approx(np.sum(xn ** 2))
+
+
+def test_updating_an_argument_container_is_refused():
+    def f(xs):
+        xs[0] = xs[0] * 2.0
+        return xs[0] + xs[1]
+
+    with pytest.raises(MutationError, match="argument container"):
+        irad.value_and_grad(f)([1.0, 2.0])
+
+
+def test_updating_a_view_of_another_world_array_is_refused():
+    A = np.array([1.0, 2.0, 3.0])
+    B = A[:2]
+    D = {"A": A}
+
+    def f(x):
+        B[0] = 2.0 * x[0]
+        return np.sum(D["A"] * x)
+
+    with pytest.raises(MutationError, match="shares its memory"):
+        irad.value_and_grad(f)(X)
+
+
+def test_aliased_arguments_of_a_program_that_updates_in_place():
+    def f(x, y):
+        x *= 2.0
+        return np.sum(x * y)
+
+    vg = irad.value_and_grad(f)
+    a, b = X.copy(), X.copy()
+    vg(a, b)
+    vg(a, b)
+    with pytest.raises(MutationError, match="shares memory"):
+        vg(a, a)
+
+
+def test_class_reassigned_descriptor_cached_property_and_layout():
+    class Scale:
+        def __get__(self, obj, owner=None):
+            return obj._s * 2.0
+
+    class A:
+        s = Scale()
+
+        def __init__(self):
+            self._s = 1.0
+            self.w = np.ones(3)
+
+        def loss(self, x):
+            return self.s * np.sum(self.w * x)
+
+    class B(A):
+        def loss(self, x):
+            return np.sum(np.sin(x))
+
+    a = A()
+    vg = irad.value_and_grad(a.loss)
+    vg(X)
+    a._s = 3.0  # read through a user descriptor
+    agrees(vg, a.loss, X)
+    a.w.shape = (1, 3)  # the shape of a live array changed in place
+    agrees(vg, lambda x: float(a.loss(x)), X)
+    a.w.shape = (3,)
+
+    def f(x):
+        return a.loss(x)
+
+    vf = irad.value_and_grad(f)
+    vf(X)
+    a.__class__ = B
+    agrees(vf, f, X)
+
+
+def test_cached_property_keeps_its_cached_value():
+    class C:
+        def __init__(self):
+            self.w = np.ones(3)
+
+        @functools.cached_property
+        def w2(self):
+            return self.w * 2.0
+
+    c = C()
+
+    def f(x):
+        return np.sum(c.w2 * x)
+
+    vg = irad.value_and_grad(f)
+    vg(X)
+    c.w[:] = 5.0  # Python keeps the cached w2
+    agrees(vg, f, X)
+    agrees(vg, f, X)
+
+
+S_G = 2.0
+
+
+def reads_globals_dict(x):
+    return globals()["S_G"] * np.sum(x)
+
+
+def test_globals_dict_read():
+    global S_G
+    vg = irad.value_and_grad(reads_globals_dict)
+    vg(X)
+    S_G = 5.0
+    try:
+        agrees(vg, reads_globals_dict, X)
+    finally:
+        S_G = 2.0
+
+
+def test_ordered_dict_argument():
+    def f(p, x):
+        return np.sum(p["a"] * x) + np.sum(p["b"] ** 2)
+
+    p = collections.OrderedDict(a=np.ones(3), b=np.array([1.0, 2.0]))
+    vg = irad.value_and_grad(f)
+    for _ in range(3):
+        value, grad = vg(p, X)
+        assert isinstance(grad, collections.OrderedDict)
+        np.testing.assert_allclose(grad["a"], X)
+        np.testing.assert_allclose(grad["b"], 2 * p["b"])
+
+
+def test_vjp_of_a_bound_method_is_cached():
+    m = Model(np.array([0.5, 1.0, -0.5]))
+    import irad.api as api
+    for _ in range(3):
+        y, pb = irad.vjp(m.loss, X)
+        (g,) = pb(1.0)
+        np.testing.assert_allclose(g, fd_grad(m.loss, (X,)), rtol=1e-6, atol=1e-8)
+    assert len(api._VJP_CACHE[Model.loss]) == 1

@@ -451,6 +451,42 @@ T.rule(np.ndarray.copy, ndarray_copy_fwd, array_pullback)
 T.rule(np.ndarray.astype, astype_fwd, array_pullback, "no cotangent to integer dtypes")
 
 
+def view_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    """``a.view()``, ``a.view(np.ndarray)``, ``a.view(a.dtype)``: the same values.  A view as another
+    dtype reinterprets the bytes (irad.ad refuses its gradient before this rule runs)."""
+    y = np.ndarray.view(a, *args, **kw)
+    if y.dtype != a.dtype:
+        raise NoRuleError(f"a.view(...) reinterprets the bytes of a {a.dtype} array as {y.dtype}: there is no "
+                          "gradient through raw bits; use a.astype(...) to convert the values")
+    return y, (np.shape(a), 1 + len(args))
+
+
+def view_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    shape, n = s
+    return (np.reshape(np.asarray(g), shape),) + nones(n - 1)
+
+
+def frombuffer_fwd(buffer: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    """``np.frombuffer(x)`` of an array: its elements in memory order (C-contiguous, same dtype)."""
+    o = options(args, kw, ("dtype", "count", "offset"), dtype=float, count=-1, offset=0)
+    y = np.frombuffer(buffer, *args, **kw)
+    if not isinstance(buffer, np.ndarray) or y.dtype != buffer.dtype or not buffer.flags.c_contiguous:
+        raise NoRuleError("np.frombuffer has a rule only for a C-contiguous array read as its own dtype; "
+                          "use x.ravel() (and slicing) instead of a buffer round trip")
+    return y, (np.shape(buffer), int(o["offset"]) // buffer.itemsize, y.size, 1 + len(args))
+
+
+def frombuffer_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    shape, start, count, n = s
+    flat = np.zeros(int(np.prod(shape)), dtype=np.result_type(g))
+    flat[start:start + count] = g
+    return (flat.reshape(shape),) + nones(n - 1)
+
+
+T.rule(np.ndarray.view, view_fwd, view_pullback, "same dtype only: a view as another dtype has no gradient")
+T.rule(np.frombuffer, frombuffer_fwd, frombuffer_pullback, "an array read as its own dtype")
+
+
 def item_fwd(a: Any, *args: Any) -> tuple[Any, Any]:
     shape = np.shape(a)
     if not args:

@@ -487,16 +487,139 @@ def cho_solve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     return ((gc, None), gb) + nones(n - 2)
 
 
+def _mT(x: Any) -> Any:
+    return np.swapaxes(x, -1, -2)
+
+
+def _as_matrix(a: Any) -> Any:
+    """SciPy's matrix functions read a scalar (or a 1-element 1-d array) as a 1 x 1 matrix."""
+    return np.reshape(a, (1, 1)) if np.ndim(a) < 2 else a
+
+
+def _frechet(a: Any, e: Any) -> Any:
+    """L_exp(a, e), the Frechet derivative of expm at ``a`` in the direction ``e`` (batched)."""
+    if np.ndim(a) <= 2 and np.ndim(e) <= 2 or _FRECHET_BATCHES:
+        return linalg.expm_frechet(a, e, compute_expm=False)
+    shape = np.broadcast_shapes(np.shape(a), np.shape(e))   # SciPy < 1.15: one matrix at a time
+    a2 = np.reshape(np.broadcast_to(a, shape), (-1,) + shape[-2:])
+    e2 = np.reshape(np.broadcast_to(e, shape), (-1,) + shape[-2:])
+    parts = [linalg.expm_frechet(a2[i], e2[i], compute_expm=False) for i in range(a2.shape[0])]
+    return np.reshape(np.stack(parts), shape)
+
+
+def _block(a: Any, e: Any) -> Any:
+    """[[a, e], [0, a]] (over leading batch axes): f of it holds L_f(a, e) in its upper right."""
+    shape = np.broadcast_shapes(np.shape(a), np.shape(e))
+    a, e = np.broadcast_to(a, shape), np.broadcast_to(e, shape)
+    z = np.zeros(shape, dtype=np.result_type(a, e))
+    return np.concatenate([np.concatenate([a, e], -1), np.concatenate([z, a], -1)], -2)
+
+
+def _adjoint(a: Any, g: Any, frechet: Any, conj: Any = cj) -> Any:
+    """The pullback of Y = f(A) for a primary matrix function f: Abar = conj(L_f(A^T, conj(Ybar))).
+
+    <G, L_f(A, E)> = <L_f(A^T, G), E> holds for the bilinear pairing tr(G^T X) because
+    f(A^T) = f(A)^T; with the real inner product Re tr(G^H X) this gives the formula above.  For
+    f with real Taylor coefficients (expm, and logm/sqrtm off the negative real axis) it is
+    L_f(A^H, Ybar); the conjugated form also holds on the branch cut (a real matrix with a
+    negative eigenvalue, whose logm and sqrtm are complex).  ``conj=np.conj`` conjugates real
+    arrays too (a copy): for logm and sqrtm, whose output is real or complex depending on the
+    values, a body traced on real values must still conjugate complex ones."""
+    return conj(frechet(_mT(a), conj(g)))
+
+
+def _logm_frechet(a: Any, e: Any) -> Any:
+    """L_log(a, e) = 2 L_log(S, Z) with S = sqrtm(a) and S Z + Z S = e (log A = 2 log S), and
+    L_log(S, Z) the upper right block of logm([[S, c Z], [0, S]]) / c.  The block matrix repeats
+    each eigenvalue and rounding splits the copies: split across the branch cut of log (a real
+    negative eigenvalue) they would give garbage, and the square root moves every eigenvalue off
+    it.  The scale c (L is linear in its direction: any c > 0 gives the same value) makes the
+    two blocks comparable in size."""
+    k = np.shape(a)[-1]
+    s = linalg.sqrtm(a)
+    z = linalg.solve_sylvester(s, s, e)
+    ns = np.linalg.norm(s, axis=(-2, -1), keepdims=True)
+    nz = np.linalg.norm(z, axis=(-2, -1), keepdims=True)
+    c = ns / np.maximum(nz, 1e-150)
+    return linalg.logm(_block(s, c * z))[..., :k, k:] * (2.0 / c)
+
+
+def expm_fwd(a: Any) -> tuple[Any, Any]:
+    y = linalg.expm(a)
+    return y, (_as_matrix(a), np.shape(a))
+
+
+def expm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """Abar = conj(L_exp(A^T, conj(g))) = L_exp(A^H, g), by scipy.linalg.expm_frechet."""
+    a, shape = s
+    return (np.reshape(_adjoint(a, g, _frechet), shape),)
+
+
+def expm_frechet_fwd(a: Any, e: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("method", "compute_expm", "check_finite"), compute_expm=True)
+    y = linalg.expm_frechet(a, e, *args, **kw)
+    return y, (a, e, bool(o["compute_expm"]), 2 + len(args))
+
+
+def expm_frechet_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """(expm(A), L(A, E)) is the first block row of expm(M), M = [[A, E], [0, A]]: M gets
+    Mbar = conj(L_exp(M^T, conj(Gbar))) with Gbar = [[gexpm, gL], [0, 0]], a 2n x 2n
+    expm_frechet; A gets the sum of Mbar's diagonal blocks, E its upper right block.  Each
+    order doubles the size of the matrices (this pullback calls expm_frechet again)."""
+    a, e, both, n = s
+    gf, gl = g if both else (None, g)
+    k = np.shape(a)[-1]
+    m = _block(a, e)
+    shape = np.shape(m)[:-2] + (k, k)
+    zero = np.zeros(shape, dtype=np.result_type(gl))
+    top = np.concatenate([zero if gf is None else np.broadcast_to(gf, shape), np.broadcast_to(gl, shape)], -1)
+    gm = np.concatenate([top, np.concatenate([zero, zero], -1)], -2)
+    mb = _adjoint(m, gm, _frechet)
+    return (mb[..., :k, :k] + mb[..., k:, k:], mb[..., :k, k:]) + nones(n - 2)
+
+
+def _real_if(real: bool, ga: Any) -> Any:
+    """The cotangent of a real argument is real.  logm and sqrtm of a real matrix are real or
+    complex depending on its values (a negative eigenvalue): a program compiled at a real
+    result must still get a real cotangent at a complex one, so the rule takes the real part
+    itself (the transform's cast is decided by the types at compile time)."""
+    return np.real(ga) if real else ga
+
+
+def logm_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = linalg.logm(a, *args, **kw)
+    # disp=False (deprecated) gives (F, errest)
+    return y, (a, isinstance(y, tuple), not np.iscomplexobj(a), 1 + len(args))
+
+
+def logm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """Abar = conj(L_log(A^T, conj(g))), L_log from logm of a 2n x 2n block matrix (so each
+    order doubles the size).  With disp=False, errest (zero in exact arithmetic) gets none."""
+    a, pair, real, n = s
+    return (_real_if(real, _adjoint(a, g[0] if pair else g, _logm_frechet, np.conj)),) + nones(n - 1)
+
+
 def sqrtm_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = linalg.sqrtm(a, *args, **kw)
-    return y, (y, 1 + len(args))
+    pair = isinstance(y, tuple)  # disp=False (deprecated): (X, errest), except for 1 x 1 matrices
+    x = y[0] if pair else y
+    scalar = np.ndim(a) < 2 and np.size(a) == 1
+    return y, (x, pair, np.shape(a) if scalar else None, not np.iscomplexobj(a), 1 + len(args))
 
 
 def sqrtm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    """X X = A: Abar solves X^H Abar + Abar X^H = g (a Sylvester equation)."""
-    y, n = s
-    yh = _H(y)
-    return (linalg.solve_sylvester(yh, yh, g),) + nones(n - 1)
+    """X X = A: Abar solves X^H Abar + Abar X^H = g (a Sylvester equation; it is the adjoint
+    formula with L_sqrt(B, E) solving sqrt(B) Z + Z sqrt(B) = E, also on the branch cut).  A
+    scalar argument: SciPy 1.17 returns [[exp(a)]] for it (a SciPy bug), so the rule
+    differentiates exp there.  With disp=False, errest (zero in exact arithmetic) gets none."""
+    x, pair, scalar, real, n = s
+    if pair:
+        g = g[0]
+    if scalar is not None and _SQRTM_SCALAR_IS_EXP:
+        return (np.reshape(g * cj(x), scalar),) + nones(n - 1)
+    xh = np.conj(_mT(x))  # (np.conj, not cj: x may be complex at a call and real in a traced body)
+    ga = _real_if(real, linalg.solve_sylvester(xh, xh, g))
+    return (ga if scalar is None else np.reshape(ga, scalar),) + nones(n - 1)
 
 
 def solve_sylvester_fwd(a: Any, b: Any, q: Any) -> tuple[Any, Any]:
@@ -535,18 +658,32 @@ def sla_det_pullback(s: Any, g: Any) -> tuple[Any, ...]:
 
 
 _CHO_KEEPS_OTHER = True  # does cho_factor leave a's entries in the other triangle? (probed on load)
+_FRECHET_BATCHES = True  # does expm_frechet take stacks of matrices (SciPy >= 1.15)? (probed on load)
+_SQRTM_SCALAR_IS_EXP = False  # does sqrtm(4.0) return [[exp(4)]] (SciPy 1.17)? (probed on load)
 
 
 def _load_linalg() -> None:
-    global linalg, _CHO_KEEPS_OTHER
+    global linalg, _CHO_KEEPS_OTHER, _FRECHET_BATCHES, _SQRTM_SCALAR_IS_EXP
     import scipy.linalg as sla
     linalg = sla
     _CHO_KEEPS_OTHER = bool(sla.cho_factor(np.array([[4.0, 1.0], [1.0, 4.0]]), lower=True)[0][0, 1] != 0)
+    try:
+        sla.expm_frechet(np.zeros((1, 1, 1)), np.zeros((1, 1, 1)), compute_expm=False)
+    except Exception:  # noqa: BLE001  (SciPy < 1.15: "expected a square matrix")
+        _FRECHET_BATCHES = False
+    try:
+        _SQRTM_SCALAR_IS_EXP = bool(abs(np.ravel(sla.sqrtm(np.array(4.0)))[0] - np.exp(4.0)) < 1e-6)
+    except (ValueError, np.linalg.LinAlgError):
+        pass
     T.rule(sla.solve_triangular, solve_triangular_fwd, solve_triangular_pullback,
            "trans N/T/C, lower, unit_diagonal; reads one triangle")
     T.rule(sla.cho_factor, cho_factor_fwd, cho_factor_pullback, "real; the other triangle as SciPy leaves it")
     T.rule(sla.cho_solve, cho_solve_fwd, cho_solve_pullback, "(c, lower) gets a (cot, None) pair")
-    T.rule(sla.sqrtm, sqrtm_fwd, sqrtm_pullback, "via solve_sylvester")
+    T.rule(sla.expm, expm_fwd, expm_pullback, "batched, complex; via expm_frechet (any order)")
+    T.rule(sla.expm_frechet, expm_frechet_fwd, expm_frechet_pullback,
+           "A and E; compute_expm; via a 2n x 2n expm_frechet (any order)")
+    T.rule(sla.logm, logm_fwd, logm_pullback, "batched, complex; via logm of a 2n x 2n block (any order)")
+    T.rule(sla.sqrtm, sqrtm_fwd, sqrtm_pullback, "batched, complex; via solve_sylvester")
     T.rule(sla.solve_sylvester, solve_sylvester_fwd, solve_sylvester_pullback)
     T.rule(sla.inv, sla_inv_fwd, sla_inv_pullback)
     T.rule(sla.det, sla_det_fwd, sla_det_pullback, "non-singular matrices")
