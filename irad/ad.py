@@ -383,9 +383,9 @@ def _check_no_opaque_path(g: Graph, active: set[int], values: dict[int, Any]) ->
                 raise NoRuleError(
                     f"the gradient would be silently lost through a reinterpretation of the bytes of a "
                     f"differentiated array: {src.prim}{made} views its memory as {as_}, {then}; irad does "
-                    "not differentiate through raw bits.\n  Use the values themselves (x, x.astype(dtype) to convert them), "
-                    "np.frexp / np.ldexp / np.signbit / np.copysign to take a float apart, or do the bit "
-                    "manipulation outside the differentiated function.")
+                    "not differentiate through raw bits.\n  Use the values themselves (x, x.astype(dtype) to "
+                    "convert them), np.frexp / np.ldexp / np.signbit / np.copysign to take a float apart, or do "
+                    "the bit manipulation outside the differentiated function.")
             obj = next((o.type for o in src.outs if _holds_objects(o.type)), None)
             hint = ("  A buffer round trip (x.tobytes() / x.data / memoryview(x) / struct.pack, then "
                     "np.frombuffer / struct.unpack) is the identity: use the array itself, or x.copy().\n"

@@ -20,6 +20,8 @@ opaque value recomputed at each call.  Under a gradient, a branch on them is an 
 """
 from __future__ import annotations
 
+import array
+import functools
 import math
 import statistics
 from typing import TYPE_CHECKING, Any, Callable
@@ -32,6 +34,9 @@ from .ir import Var, is_differentiable
 if TYPE_CHECKING:
     from .trace import Tracer
 
+#: C constructors that copy the items of an iterable into a buffer (``array.array('d', gen)``): the
+#: tracer hands them the items it sees, so the buffer is an opaque value made from traced ones
+BUFFER_BUILDERS = (array.array, bytes, bytearray)
 #: C methods whose result is the exact value of a float as integers (guarded, so baked in)
 EXACT_INT_ENCODINGS = frozenset({"as_integer_ratio"})
 
@@ -126,6 +131,18 @@ def _scalar_points(t: Tracer, data: Any) -> bool:
         isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) for x in data)
 
 
+def _coerce(t: type, s: type) -> type:
+    return s if t is int or issubclass(s, t) else t if s is int or issubclass(t, s) else \
+        _raise_coerce(t, s)
+
+
+def _raise_coerce(t: type, s: type) -> type:
+    raise TypeError(f"don't know how to coerce {t.__name__} and {s.__name__}")
+
+
+_COERCE = getattr(statistics, "_coerce", _coerce)
+
+
 def _statistics(fn: Any, body: Callable[..., Any]) -> Callable[..., Any]:
     def handler(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not args:
@@ -138,6 +155,9 @@ def _statistics(fn: Any, body: Callable[..., Any]) -> Callable[..., Any]:
             return NotImplemented  # constants (ints, Fractions, Decimals): the module's own exact code
         if not _scalar_points(t, args[0]):
             return NotImplemented
+        data = args[0]
+        kinds = {data.dtype.type} if isinstance(data, np.ndarray) else {type(x) for x in data}
+        functools.reduce(_COERCE, kinds, int)  # statistics' TypeError for mixed types (np.float32 and float)
         return t.call_python(body, args, kwargs)
     return handler
 

@@ -7,8 +7,8 @@ module is the one owner of that bet, and every transform (``compile``'s ``Progra
 - :func:`call_key`: the cache key of a call.  Pytree structure, dtypes and shapes of the data
   leaves; static leaves by value when hashable, by identity when not (never by ``repr``); the
   rule registry's version.
-- the dependencies a trace read from the world (tuples ``(kind, obj, key, expected)`` that the
-  tracer records): globals and module attributes, closure cells, attributes of objects the trace
+- the dependencies a trace read from the world (:class:`Dep` ``(kind, obj, key, expected)``, each
+  kind a row of ``KINDS``): globals and module attributes, closure cells, attributes of objects the trace
   did not create, the contents of containers reached from those, class attributes (methods,
   properties), the code and defaults of every traced function, singledispatch and plum overloads.
   Arrays read this way are not dependencies: the program reads them live (``Const.live``).
@@ -26,7 +26,7 @@ import threading
 import warnings
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Generic, Sequence, TypeVar
+from typing import Any, Callable, Generic, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
@@ -47,13 +47,6 @@ def is_library_module(name: str) -> bool:
     """A module of the standard library or of numpy/scipy/irad (whole package names: `mathutils` and
     `__main__` are the user's)."""
     return name.partition(".")[0] in LIBRARY_ROOTS
-
-
-def effect_dep(what: str) -> tuple[Any, ...]:
-    """A side effect the trace made that a compiled program cannot repeat (``global G; G = ...``,
-    ``self.last = loss``): the program is stale at once, so every call traces again and the effect
-    happens on every call, as in Python."""
-    return ("effect", None, what, None)
 
 
 _IRAD_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -186,104 +179,145 @@ def _same_kwdefaults(kw: dict[str, Any] | None, snapshot: tuple[tuple[str, Any],
     return _same_items(kw, snapshot)
 
 
-def function_dep(fn: Any) -> tuple[Any, ...]:
+def effect_dep(what: str) -> Dep:
+    """A side effect the trace made that a compiled program cannot repeat (``global G; G = ...``,
+    ``self.last = loss``): the program is stale at once, so every call traces again and the effect
+    happens on every call, as in Python."""
+    return Dep("effect", None, what, None)
+
+
+def function_dep(fn: Any) -> Dep:
     """The code and defaults of a traced function: reassigning ``__code__``, ``__defaults__`` or a
     keyword default invalidates a program.
 
     The function is held weakly: a program cached *for* a function (``vjp``'s cache is keyed by it,
     weakly) must not keep it alive, and a function that is gone cannot have changed."""
     kw = fn.__kwdefaults__
-    return ("function", weakref.ref(fn), None,
-            Identity((fn.__code__, fn.__defaults__, None if kw is None else tuple(kw.items()))))
+    return Dep("function", weakref.ref(fn), None,
+               Identity((fn.__code__, fn.__defaults__, None if kw is None else tuple(kw.items()))))
 
 
-def contents_dep(c: Any) -> tuple[Any, ...]:
+def contents_dep(c: Any) -> Dep:
     """The items of a list, dict or set the trace read (a global list of coefficients, a dict of layers)."""
     if isinstance(c, dict):
-        return ("contents", Identity(c), "dict", Identity(tuple(c.items())))
+        return Dep("contents", Identity(c), "dict", Identity(tuple(c.items())))
     if isinstance(c, (set, frozenset)):
-        return ("contents", Identity(c), "set", Identity(frozenset(c)))
-    return ("contents", Identity(c), "seq", Identity(tuple(c)))
+        return Dep("contents", Identity(c), "set", Identity(frozenset(c)))
+    return Dep("contents", Identity(c), "seq", Identity(tuple(c)))
+
+
+class Dep(NamedTuple):
+    """One thing a trace read from the world: ``kind`` says how ``obj`` and ``key`` are read and
+    what ``expected`` (what the trace saw) is compared with; see ``KINDS``."""
+
+    kind: str
+    obj: Any
+    key: Any
+    expected: Any
+
+
+class _Kind(NamedTuple):
+    """How a kind of dependency is checked and named.  ``test(dep, names, ns)`` returns a Python
+    expression that is True while the dependency holds, over the names ``names(x)`` it put in
+    ``ns``; ``describe(dep)`` says what it is, for a message (never evaluated as code)."""
+
+    test: Callable[[Dep, Callable[[str], str], dict[str, Any]], str]
+    describe: Callable[[Dep], str]
+
+
+def _bind(ns: dict[str, Any], names: Callable[[str], str], **values: Any) -> None:
+    for k, v in values.items():
+        ns[names(k)] = v
+
+
+def _test_global(d: Dep, n: Callable[[str], str], ns: dict[str, Any]) -> str:
+    _bind(ns, n, o=d.obj.value, k=d.key, v=d.expected.value)
+    return f"{n('o')}.get({n('k')}, _M) is {n('v')}"
+
+
+def _test_cell(d: Dep, n: Callable[[str], str], ns: dict[str, Any]) -> str:
+    _bind(ns, n, o=d.obj.value, v=d.expected.value)
+    return f"{n('o')}.cell_contents is {n('v')}"
+
+
+def _test_attr(d: Dep, n: Callable[[str], str], ns: dict[str, Any]) -> str:
+    mro = d.obj.__mro__
+    _bind(ns, n, o=d.obj, k=d.key, v=d.expected.value, mro=mro)
+    tests = [f"{n('o')}.__mro__ is {n('mro')}"]
+    for j, klass in enumerate(mro):  # unrolled: the class that defines it, and none before it
+        if d.key in vars(klass):
+            for m in range(j + 1):
+                ns[n(f"d{m}")] = vars(mro[m])  # a live view of the class's namespace
+                tests.append(f"{n('k')} not in {n(f'd{m}')}" if m < j else f"{n(f'd{m}')}.get({n('k')}, _M) is {n('v')}")
+            return " and ".join(tests)
+    return f"{tests[0]} and _class_attr({n('o')}, {n('k')}) is {n('v')}"
+
+
+def _test_inst(d: Dep, n: Callable[[str], str], ns: dict[str, Any]) -> str:
+    o = d.obj.value  # NOTE: `o.__class__ = B` changes every attribute lookup of o
+    _bind(ns, n, o=o, k=d.key, v=d.expected.value, t=type(o))
+    read = f"{n('o')}.__dict__.get({n('k')}, _M)" if type(getattr(o, "__dict__", None)) is dict \
+        else f"getattr({n('o')}, {n('k')}, _M)"
+    return f"{n('o')}.__class__ is {n('t')} and {read} is {n('v')}"
+
+
+def _test_contents(d: Dep, n: Callable[[str], str], ns: dict[str, Any]) -> str:
+    _bind(ns, n, o=d.obj.value, v=d.expected.value)
+    if d.key == "set":
+        return f"{n('o')} == {n('v')}"
+    return f"{'_same_items' if d.key == 'dict' else '_same_seq'}({n('o')}, {n('v')})"
+
+
+def _test_layout(d: Dep, n: Callable[[str], str], ns: dict[str, Any]) -> str:
+    shape, dtype = d.expected.value
+    _bind(ns, n, o=d.obj.value, s=shape, dt=dtype)
+    return f"{n('o')}.shape == {n('s')} and {n('o')}.dtype == {n('dt')}"
+
+
+def _test_function(d: Dep, n: Callable[[str], str], ns: dict[str, Any]) -> str:
+    code, defaults, kw = d.expected.value
+    _bind(ns, n, o=d.obj, c=code, df=defaults, kw=kw)
+    kw_test = "_f.__kwdefaults__ is None" if kw is None else f"_same_kwdefaults(_f.__kwdefaults__, {n('kw')})"
+    # inline (a helper call costs more than the test): a function that is gone has not changed
+    return f"((_f := {n('o')}()) is None or _f.__code__ is {n('c')} and _f.__defaults__ is {n('df')} and {kw_test})"
+
+
+def _test_dispatch(d: Dep, n: Callable[[str], str], ns: dict[str, Any]) -> str:
+    _bind(ns, n, o=d.obj, k=d.key, v=d.expected)
+    return f"{n('o')}.dispatch({n('k')}) is {n('v')}"
+
+
+def _test_plum(d: Dep, n: Callable[[str], str], ns: dict[str, Any]) -> str:
+    _bind(ns, n, o=d.obj, k=d.key, v=d.expected)
+    ns["_implementation"] = registry.implementation
+    return f"_implementation({n('o')}, {n('k')}) is {n('v')}"
+
+
+def _module_name(ns: Any) -> str:
+    return ns.get("__name__", "?") if isinstance(ns, dict) else "?"
+
+
+#: every kind of dependency: how the generated check tests it and how a message names it
+KINDS: dict[str, _Kind] = {
+    "global": _Kind(_test_global, lambda d: f"global {d.key!r} of module {_module_name(d.obj.value)}"),
+    "cell": _Kind(_test_cell, lambda d: f"closure variable {d.key!r}" if d.key else "a closure variable"),
+    "attr": _Kind(_test_attr, lambda d: f"{getattr(d.obj, '__qualname__', d.obj)}.{d.key}"),
+    "inst": _Kind(_test_inst, lambda d: f"attribute {d.key!r} of a {type(d.obj.value).__name__} object"),
+    "contents": _Kind(_test_contents, lambda d: f"the items of a {type(d.obj.value).__name__} the function read"),
+    "layout": _Kind(_test_layout, lambda d: "the shape or dtype of an array the function read "
+                                            f"({d.expected.value[0]} {d.expected.value[1]})"),
+    "effect": _Kind(lambda d, n, ns: "False", lambda d: f"{d.key}, which the function assigns,"),
+    "function": _Kind(_test_function,
+                      lambda d: f"the code or defaults of {getattr(d.obj(), '__qualname__', 'a function')}"),
+    "dispatch": _Kind(_test_dispatch, lambda d: f"the overloads of {getattr(d.obj, '__qualname__', d.obj)}"),
+    "plum": _Kind(_test_plum, lambda d: "the methods of a plum function"),
+}
 
 
 def describe(dep: tuple[Any, ...]) -> str:
-    """What a dependency is, for a message (never evaluated as code)."""
-    kind, obj, key, expected = dep
-    if kind == "global":
-        mod = obj.value.get("__name__", "?") if isinstance(obj.value, dict) else "?"
-        return f"global {key!r} of module {mod}"
-    if kind == "cell":
-        return f"closure variable {key!r}" if key else "a closure variable"
-    if kind == "attr":
-        return f"{getattr(obj, '__qualname__', obj)}.{key}"
-    if kind == "inst":
-        return f"attribute {key!r} of a {type(obj.value).__name__} object"
-    if kind == "contents":
-        return f"the items of a {type(obj.value).__name__} the function read"
-    if kind == "effect":
-        return f"{key}, which the function assigns,"
-    if kind == "layout":
-        return f"the shape or dtype of an array the function read ({expected.value[0]} {expected.value[1]})"
-    if kind == "function":
-        return f"the code or defaults of {getattr(obj(), '__qualname__', 'a function')}"
-    if kind == "dispatch":
-        return f"the overloads of {getattr(obj, '__qualname__', obj)}"
-    if kind == "plum":
-        return "the methods of a plum function"
-    return kind
-
-
-def _dep_test(i: int, dep: tuple[Any, ...], ns: dict[str, Any]) -> str:
-    """One line of the generated check: an expression that is True while ``dep`` holds."""
-    kind, obj, key, expected = dep
-    o, k, v = f"_o{i}", f"_k{i}", f"_v{i}"
-    ns[k] = key
-    if kind == "global":
-        ns[o], ns[v] = obj.value, expected.value
-        return f"{o}.get({k}, _M) is {v}"
-    if kind == "cell":
-        ns[o], ns[v] = obj.value, expected.value
-        return f"{o}.cell_contents is {v}"
-    if kind == "attr":
-        ns[o], ns[v] = obj, expected.value
-        mro = ns[f"_mro{i}"] = obj.__mro__
-        for j, klass in enumerate(mro):  # unrolled: the class that defines it, and none before it
-            if key in vars(klass):
-                tests = [f"{o}.__mro__ is _mro{i}"]
-                for m in range(j + 1):
-                    ns[f"_d{i}_{m}"] = vars(mro[m])  # a live view of the class's namespace
-                    tests.append(f"{k} not in _d{i}_{m}" if m < j else f"_d{i}_{m}.get({k}, _M) is {v}")
-                return " and ".join(tests)
-        return f"{o}.__mro__ is _mro{i} and _class_attr({o}, {k}) is {v}"
-    if kind == "inst":  # NOTE: `o.__class__ = B` changes every attribute lookup of o
-        ns[o], ns[v], ns[f"_t{i}"] = obj.value, expected.value, type(obj.value)
-        if type(getattr(obj.value, "__dict__", None)) is dict:
-            return f"{o}.__class__ is _t{i} and {o}.__dict__.get({k}, _M) is {v}"
-        return f"{o}.__class__ is _t{i} and getattr({o}, {k}, _M) is {v}"
-    if kind == "effect":
-        return "False"
-    if kind == "layout":
-        ns[o] = obj.value
-        ns[f"_s{i}"], ns[f"_dt{i}"] = expected.value
-        return f"{o}.shape == _s{i} and {o}.dtype == _dt{i}"
-    if kind == "contents":
-        ns[o], ns[v] = obj.value, expected.value
-        if key == "set":
-            return f"{o} == {v}"
-        return f"_same_items({o}, {v})" if key == "dict" else f"_same_seq({o}, {v})"
-    if kind == "function":
-        ns[o] = obj
-        ns[f"_c{i}"], ns[f"_df{i}"], ns[f"_kw{i}"] = expected.value
-        kw = "_f.__kwdefaults__ is None" if expected.value[2] is None else f"_same_kwdefaults(_f.__kwdefaults__, _kw{i})"
-        # inline (a helper call costs more than the test): a function that is gone has not changed
-        return f"((_f := {o}()) is None or _f.__code__ is _c{i} and _f.__defaults__ is _df{i} and {kw})"
-    if kind == "dispatch":
-        ns[o], ns[v] = obj, expected
-        return f"{o}.dispatch({k}) is {v}"
-    if kind == "plum":
-        ns[o], ns[v], ns["_implementation"] = obj, expected, registry.implementation
-        return f"_implementation({o}, {k}) is {v}"
-    raise ValueError(f"unknown dependency kind {kind!r}")
+    """What a dependency is, for a message."""
+    d = Dep(*dep)
+    return KINDS[d.kind].describe(d)
 
 
 class Assumptions:
@@ -298,7 +332,9 @@ class Assumptions:
                               "_same_kwdefaults": _same_kwdefaults, "_class_attr": class_attr}
         lines = ["def check():", "    try:", "        pass"]
         for i, dep in enumerate(self.deps):
-            lines.append(f"        if not ({_dep_test(i, dep, ns)}): return {i}")
+            d = Dep(*dep)
+            test = KINDS[d.kind].test(d, lambda x, i=i: f"_{x}_{i}", ns)  # `_d12_1` and `_d1_21` differ
+            lines.append(f"        if not ({test}): return {i}")
         lines += ["    except Exception:", "        return -1", "    return None"]
         exec(compile("\n".join(lines), "<irad assumptions>", "exec"), ns)  # noqa: S102 - irad's own names only
         self.check: Callable[[], int | None] = ns.pop("check")  # no cycle through its own globals

@@ -54,6 +54,8 @@ def _explicit_default(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     untracked numbers, constants of the trace (stale at the next call)."""
     if fn is itertools.accumulate and args and (len(args) < 2 or args[1] is None) and kwargs.get("func") is None:
         return (args[0], _traced_add) + args[2:], {k: v for k, v in kwargs.items() if k != "func"}
+    if (fn is builtins.filter or fn is itertools.filterfalse) and args and args[0] is None:
+        return (builtins.bool,) + args[1:], kwargs  # the truth test of each item, traced (and guarded)
     return args, kwargs
 
 
@@ -521,7 +523,8 @@ SPECIAL: dict[int, tuple[Any, Handler]] = _table([
     *[(f, _static(f)) for f in _STATIC],
     *[(f, _callbacks_at(f, pos)) for f, pos in _CALLBACK_TAKERS],
     *([(_ArrayConverter, _array_converter)] if _ArrayConverter is not None else []),
-    (builtins.id, _id), (builtins.set, _hash_builder(builtins.set)), (builtins.frozenset, _hash_builder(builtins.frozenset)),
+    (builtins.id, _id),
+    (builtins.set, _hash_builder(builtins.set)), (builtins.frozenset, _hash_builder(builtins.frozenset)),
 ])
 
 MUTATORS: dict[int, tuple[Any, Handler]] = _table([

@@ -38,7 +38,7 @@ from .signature import (MISSING, DictRef, Identity, class_attr, contents_dep, fu
 from .errors import MutationError, NoRuleError, UnsupportedError
 from .instrument import GLOBAL_NAMES, INSTRUMENTED, STORES_GLOBALS, instrument_function
 from .ir import Const, Graph, Loc, Op, Var, const, is_differentiable, map_atoms, typeof
-from .roundtrip import STATISTICS, exact_ratio_error
+from .roundtrip import BUFFER_BUILDERS, STATISTICS, exact_ratio_error
 from .pytree import flatten, unflatten
 from .rules import registry
 from .views import ViewTracking, by_id, member, root_of
@@ -816,8 +816,11 @@ class Tracer(ViewTracking):
         """A C method of a dict or set, or a constructor of one (``dict(zip(ks, vs))``,
         ``d.get(k)``, ``s.update(xs)``): it only moves references, so it runs natively, and the keys
         it was handed are noted (``note_keys``).  Iterators are read first, so their items are seen."""
-        args = tuple(list(a) if _is_iterator(a) and not isinstance(a, _HASHED) else a for a in args)
         name = getattr(f, "__name__", "")
+        single = name in _ONE_KEY_METHODS and not isinstance(owner, type)  # d.get(k), s.add(k): k is one key
+        args = tuple(list(a) if _is_iterator(a) and not isinstance(a, _HASHED) else
+                     self.iterable(a) if not single and type(a) is np.ndarray and a.ndim and self._seen(a) else a
+                     for a in args)  # an iterator's items, a traced array's rows (dict.fromkeys(x), s.update(x))
         keys: list[Any] = []
         if f is _COUNT_ELEMENTS or isinstance(owner, type):  # _count_elements(counter, xs), dict.fromkeys(xs)
             src = args[-1] if f is _COUNT_ELEMENTS else (args[0] if args else ())
@@ -968,7 +971,7 @@ class Tracer(ViewTracking):
                     self.reach(v, f"global {name}")
             return v
         if id(o) in self.vars or (to is np.ndarray and name in _VIEW_ATTRS):
-            if name in _BUFFER_ATTRS and isinstance(o, (np.ndarray, np.generic)):
+            if name in _BUFFER_ATTRS and _is_one_of(getattr(to, name, None), _BUFFER_DESCRIPTORS):
                 if name == "data":  # a.data is memoryview(a): an opaque value made from it, recorded
                     return self.call(builtins.memoryview, (o,), {})
                 raise self.unsupported(f"a.{name} (a raw pointer to the memory) of a traced array",
@@ -1651,7 +1654,7 @@ def _is_iterator(a: Any) -> bool:
 
 def _reduces_iterable(f: Any, owner: Any) -> bool:
     """C functions that consume a whole iterable and compute one value from its items."""
-    if f is math.fsum or f is math.prod or f is np.fromiter:
+    if f is math.fsum or f is math.prod or f is np.fromiter or _is_one_of(f, BUFFER_BUILDERS):
         return True
     return isinstance(owner, (str, bytes)) and getattr(f, "__name__", "") == "join"
 
@@ -1818,6 +1821,7 @@ def _instrument_callbacks(a: Any) -> Any:
 _VIEW_ATTRS = frozenset({"T", "mT", "real", "imag"})
 #: attributes of a traced array that hand out its memory (see irad.roundtrip)
 _BUFFER_ATTRS = frozenset({"data", "ctypes"})
+_BUFFER_DESCRIPTORS = (np.ndarray.data, np.ndarray.ctypes, np.generic.data)  # (np.ma's .data is its own)
 _ARRAY_SETATTRS = frozenset({"shape", "dtype", "strides", "data", "real", "imag", "flat"})
 _DISPATCHER = type(np.cov)
 _CAPTURE = None  # irad.ops.capture, bound below (irad.ops imports nothing from here)
@@ -1830,6 +1834,9 @@ LIBRARY_FAILURES: dict[str, str] = {}
 _TYPE_CALL = vars(type)["__call__"]
 _TUPLE_NEW = tuple.__new__
 _HASHED = (dict, set, frozenset)
+#: methods of dicts and sets whose first argument is one key (not an iterable of them)
+_ONE_KEY_METHODS = frozenset({"get", "pop", "setdefault", "add", "discard", "remove", "__contains__", "__getitem__",
+                              "__setitem__", "__delitem__"})
 _COUNT_ELEMENTS = getattr(__import__("_collections"), "_count_elements", None)
 _COPIERS_ = by_id([np.ndarray.__copy__, np.ndarray.__deepcopy__, np.generic.__copy__, np.generic.__deepcopy__])
 _NAMEDTUPLE = collections.namedtuple

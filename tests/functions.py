@@ -1701,7 +1701,7 @@ def user_numeric_protocol(a, b, c):
     return total + float(cheapest) + float(ordered[-1])
 
 
-@case(normal((3, 2)), tags=("builtins",))
+@case(normal((3, 2)), guards=True, tags=("builtins",))  # filter(None, ...) truth-tests traced items
 def callbacks_in_c_builtins(x):
     rows = list(map(np.sum, x))
     pos = list(filter(None, [r * 0.0 + 1.0 for r in rows]))

@@ -454,7 +454,7 @@ T.rule(np.ndarray.astype, astype_fwd, array_pullback, "no cotangent to integer d
 def view_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     """``a.view()``, ``a.view(np.ndarray)``, ``a.view(a.dtype)``: the same values.  A view as another
     dtype reinterprets the bytes (irad.ad refuses its gradient before this rule runs)."""
-    y = np.ndarray.view(a, *args, **kw)
+    y = (np.ndarray.view if isinstance(a, np.ndarray) else type(a).view)(a, *args, **kw)
     if y.dtype != a.dtype:
         raise NoRuleError(f"a.view(...) reinterprets the bytes of a {a.dtype} array as {y.dtype}: there is no "
                           "gradient through raw bits; use a.astype(...) to convert the values")

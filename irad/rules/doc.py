@@ -20,6 +20,8 @@ DEFAULT_PATH = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 def _group(name: str) -> str:
     if name.startswith(("operator.", "builtins.", "math.", "irad.rules.python_rules.")):
         return "Python: operator, builtins, math"
+    if name.startswith("irad.rules.scipy_rules."):
+        return "scipy (optional)"
     if name.startswith("irad."):
         return "irad functional updates"
     if name.startswith("numpy.fft."):
