@@ -9,6 +9,7 @@ keeps retracing warns.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 import weakref
@@ -20,7 +21,7 @@ import numpy as np
 
 from . import ad
 from .errors import GradError, GuardError, MutationError
-from .ir import Const, Graph, Var, map_atoms
+from .ir import ArrayT, Const, Graph, ScalarT, Var, map_atoms
 from .lower import lower
 from .pytree import TreeDef, flatten, unflatten
 from .signature import RETRACE_WARN_AFTER, RetraceWarning  # noqa: F401  (public: the warning and its threshold)
@@ -250,7 +251,6 @@ def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], 
 
 
 def _is_number_type(t: Any) -> bool:
-    from .ir import ArrayT, ScalarT
     if isinstance(t, ScalarT):
         return True
     return isinstance(t, ArrayT) and t.dtype.startswith(("float", "complex", "longdouble", "clongdouble", "int",
@@ -259,8 +259,6 @@ def _is_number_type(t: Any) -> bool:
 
 def _def_site(f: Any) -> str:
     """``qualname (file:line)`` of the function the user handed to irad, as far as it can be found."""
-    import functools
-    import inspect
     while isinstance(f, functools.partial):
         f = f.func
     try:
@@ -277,7 +275,6 @@ def _check_numbers(f: Callable[..., Any], outs: list[Any], what: str) -> None:
     """The outputs of a traced function must be numbers: a string, a coroutine (``async def``), a
     generator or another object carries no gradient, and differentiating it would silently give
     zeros.  Raises ``GradError`` naming what was returned, the function and where it is defined."""
-    import inspect
     fname = getattr(f, "__name__", "f")
     for o in outs:
         if isinstance(o, Var):

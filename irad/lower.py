@@ -313,6 +313,11 @@ class _Emitter:
             a = self.arg(op.args[0])
             test = f"not {a}" if exp is True else (a if exp is False else f"{a} != {self.lit(exp)}")
             return [f"if {test}: raise _GuardError({k})  # guard: the traced branch{loc[3:] and ' at' + loc[3:]}"]
+        if op.prim == "irad.ops.guard_dtype":
+            k = len(self.guard_names)
+            self.guard_names.append(f"{op.loc.long if op.loc else '?'}")
+            return [f"if {self.arg(op.args[0])}.dtype != {self.obj(op.kw('expected'), 'dtype')}: "
+                    f"raise _GuardError({k})  # guard: data-dependent dtype"]
         if op.prim == "irad.ops.guard_shape":
             k = len(self.guard_names)
             self.guard_names.append(f"{op.loc.long if op.loc else '?'}")

@@ -35,6 +35,13 @@ def key_classes(table: dict[Any, int], keys: tuple[Any, ...]) -> tuple[int, ...]
     return tuple(out)
 
 
+def guard_dtype(value: Any, expected: Any) -> None:
+    """Fail unless a value whose dtype depends on data (``sqrtm`` of a real matrix is complex when
+    it has a negative eigenvalue) has the traced dtype."""
+    if np.asarray(value).dtype != expected:
+        raise GuardError(f"guard failed: dtype is {np.asarray(value).dtype}, traced with {expected}")
+
+
 def guard_shape(value: Any, expected: tuple[int, ...]) -> None:
     """Fail unless a value whose shape depends on data has the traced shape."""
     if np.shape(value) != expected:

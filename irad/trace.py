@@ -60,6 +60,10 @@ _SEQUENCE_FUNCS = {np.concatenate, np.stack, np.vstack, np.hstack, np.dstack, np
                    np.atleast_3d}
 _STATIC_ATTRS = frozenset({"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "strides", "flags",
                            "__class__", "base", "__array_priority__", "__array_interface__", "data", "ctypes"})
+#: functions whose result is real or complex depending on the values (a guard on its dtype)
+_DATA_DTYPED = frozenset({"numpy.linalg.eig", "numpy.linalg.eigvals", "scipy.linalg.sqrtm", "scipy.linalg.logm",
+                          "scipy.linalg.eig", "scipy.linalg.eigvals", "scipy.linalg.fractional_matrix_power",
+                          "scipy.linalg.funm"})
 _DATA_SHAPED = {np.nonzero, np.unique, np.argwhere, np.flatnonzero, np.extract, np.compress, np.trim_zeros}
 #: C functions that only store references (never recorded)
 _TRANSPARENT = [object.__setattr__, object.__delattr__, object.__init__, builtins.setattr, builtins.delattr]
@@ -501,6 +505,12 @@ class Tracer(ViewTracking):
     def guard_value(self, x: Any) -> None:
         """A tracked value was used where only its concrete value matters (an index bound...)."""
         self._guard(self.atom(x), x)
+
+    def _guard_dtype(self, x: Any) -> None:
+        from . import ops as irad_ops
+        if self.is_tracked(x) and isinstance(x, np.ndarray):
+            self.emit(irad_ops.guard_dtype, (self.atom(x),), {"expected": const(x.dtype)}, (),
+                      prim="irad.ops.guard_dtype")
 
     def _guard_shape(self, x: Any) -> None:
         from . import ops as irad_ops
@@ -1410,6 +1420,9 @@ class Tracer(ViewTracking):
         args = tuple(_instrument_callbacks(a) for a in args)
         r = self._call_read_only(f, args, kwargs)
         r = self.record(f, args, kwargs, r)
+        if registry.qualname(f) in _DATA_DTYPED:
+            for x in flatten(r)[0]:
+                self._guard_dtype(x)
         if member(f, _DATA_SHAPED_) or (f is np.where and len(args) == 1):
             for x in (r if isinstance(r, tuple) else (r,)):
                 self._guard_shape(x)

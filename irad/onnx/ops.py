@@ -1362,6 +1362,7 @@ def _guard_shape(b: _Builder, op: Op, outs: list[str]) -> None:
 
 
 MULTI_OPS["irad.ops.guard_shape"] = _guard_shape
+MULTI_OPS["irad.ops.guard_dtype"] = _guard_shape  # no node either: an ONNX graph's types are fixed
 
 
 @_reg("builtins.max", "builtins.min")

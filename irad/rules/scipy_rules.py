@@ -613,7 +613,8 @@ def logm_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 def logm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """Abar = conj(L_log(A^T, conj(g))), L_log from logm of a 2n x 2n block matrix (so each
-    order doubles the size).  With disp=False, errest (zero in exact arithmetic) gets none."""
+    order doubles the size; see ``_logm_frechet``).  With disp=False, errest (zero in exact
+    arithmetic) gets none."""
     a, pair, real, n = s
     return (_real_if(real, _adjoint(a, g[0] if pair else g, _logm_frechet, np.conj)),) + nones(n - 1)
 
@@ -701,8 +702,9 @@ def _load_linalg() -> None:
     T.rule(sla.expm, expm_fwd, expm_pullback, "batched, complex; via expm_frechet (any order)")
     T.rule(sla.expm_frechet, expm_frechet_fwd, expm_frechet_pullback,
            "A and E; compute_expm; via a 2n x 2n expm_frechet (any order)")
-    T.rule(sla.logm, logm_fwd, logm_pullback, "batched, complex; via logm of a 2n x 2n block (any order)")
-    T.rule(logm_keeping_rng, logm_keeping_rng_fwd, logm_pullback, "logm's pullback calls it")
+    T.rule(sla.logm, logm_fwd, logm_pullback, "batched, complex; via sqrtm and logm of a 2n x 2n block (any order)")
+    T.rule(logm_keeping_rng, logm_keeping_rng_fwd, logm_pullback,
+           "logm with np.random seeded and restored: logm's pullback calls it")
     T.rule(sla.sqrtm, sqrtm_fwd, sqrtm_pullback, "batched, complex; via solve_sylvester")
     T.rule(sla.solve_sylvester, solve_sylvester_fwd, solve_sylvester_pullback)
     T.rule(sla.inv, sla_inv_fwd, sla_inv_pullback)
