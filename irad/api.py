@@ -25,7 +25,7 @@ from .ir import ArrayT, Const, Graph, ScalarT, Var, map_atoms
 from .lower import lower
 from .pytree import TreeDef, flatten, unflatten
 from .signature import RETRACE_WARN_AFTER, RetraceWarning  # noqa: F401  (public: the warning and its threshold)
-from .signature import NO_ASSUMPTIONS, Assumptions, Identity, ProgramCache, call_key
+from .signature import NO_ASSUMPTIONS, Assumptions, Identity, ProgramCache, call_key, effect_dep
 from .trace import trace_values
 
 def _argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
@@ -67,6 +67,9 @@ class Program:
     #: place, written back after each run so that every call mutates it as Python does
     writeback: tuple[tuple[Any, int], ...] = field(default=(), repr=False)
     live_arrays: tuple[np.ndarray, ...] = field(default=(), repr=False)  # the world's arrays it reads (with writeback)
+    #: (object, attribute, output index or None, constant): what the function sets on objects of the
+    #: world (``self.inp = x``), set again after each run
+    setattrs: tuple[tuple[Any, str, int | None, Any], ...] = field(default=(), repr=False)
     f: Any = field(default=None, repr=False)
     passes: Any = field(default=None, repr=False)
     _builders: Any = field(default=None, repr=False)
@@ -101,6 +104,8 @@ class Program:
         if self.writeback:
             for t, k in self.writeback:
                 np.copyto(leaves[t] if type(t) is int else t, flat[k])
+        for o, name, k, c in self.setattrs:
+            setattr(o, name, c if k is None else flat[k])
         return flat
 
     def _no_aliasing(self, leaves: list[Any]) -> None:
@@ -234,8 +239,15 @@ def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], 
     targets = [dyn_pos[k] if dyn_pos is not None else k for k, _ in tracer.mutated_inputs] + \
         [a for a, _ in tracer.mutated_world]
     writeback = tuple((t, n_joint + j) for j, t in enumerate(targets))
-    if writeback:  # NOTE: extra outputs after the gradients: written back once the program has finished
-        finals = [v for _, v in tracer.mutated_inputs] + [v for _, v in tracer.mutated_world]
+    finals = [v for _, v in tracer.mutated_inputs] + [v for _, v in tracer.mutated_world]
+    setattrs = []  # (object, attribute, joint output index or None, constant): replayed after each run
+    for o, name, a in tracer.attr_write_atoms:
+        if isinstance(a, Var):
+            setattrs.append((o, name, n_joint + len(finals), None))
+            finals.append(a)
+        else:
+            setattrs.append((o, name, None, a.value))
+    if finals:  # NOTE: extra outputs after the gradients: written back once the program has finished
         jg = jg.replace(outputs=jg.outputs + tuple(finals))
     from . import passes as irad_passes
     jg = irad_passes.run(jg, passes)
@@ -244,7 +256,7 @@ def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], 
     live = tuple({id(c.value): c.value for op in g.ops for c in _consts(op) if c.live}.values()) if writeback else ()
     prog = Program(fname, g, jg, low.source, low.fn, nums, single, g.out_tree or flatten(None)[1],
                    joint.n_outputs, slots, assumptions=Assumptions(tuple(tracer.deps)), key=key, dyn_pos=dyn_pos,
-                   writeback=writeback, live_arrays=live, f=f, passes=passes)
+                   writeback=writeback, live_arrays=live, setattrs=tuple(setattrs), f=f, passes=passes)
     flat = [joint.values[o.id] if isinstance(o, Var) else o.value for o in joint.graph.outputs]
     prog.first = prog.unpack(flat)
     return prog
@@ -366,7 +378,7 @@ class GradFunction:
                     continue
                 dyn = prog.dyn_pos
                 try:
-                    if prog.writeback:
+                    if prog.writeback or prog.setattrs:
                         flat = prog.run(leaves)
                     else:
                         flat = prog.fn(*leaves) if dyn is None else prog.fn(*[leaves[i] for i in dyn])
@@ -399,6 +411,8 @@ class GradFunction:
         tracer.deps.update(prog.assumptions.deps)
         dyn = prog.dyn_pos
         flat = tracer.call(prog.fn, tuple(leaves) if dyn is None else tuple(leaves[i] for i in dyn), {})
+        for o, name, k, c in prog.setattrs:  # the outer trace records the writes as its own
+            tracer.setattr(o, name, c if k is None else flat[k])
         return self._result(prog.unpack(flat))
 
     def _retrace(self, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any], failed: list[str]) -> Program:
@@ -548,7 +562,9 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     bwd_low = lower(bwd_g, f"{name}_pullback")
     out_tree = g.out_tree or flatten(None)[1]
     prog = VJPProgram(fwd_low.fn, bwd_low.fn, fwd_low.source, bwd_low.source, g, joint.n_outputs, out_tree, slots,
-                      dyn_pos, list(joint.seed_outputs), Assumptions(tuple(tracer.deps)))
+                      dyn_pos, list(joint.seed_outputs),
+                      # NOTE: vjp does not replay attribute writes (`self.inp = x`): it traces again each call
+                      Assumptions(tuple(tracer.deps) + ((effect_dep("an attribute"),) if tracer.attr_writes else ())))
     y = unflatten(out_tree, [joint.values[o.id] if isinstance(o, Var) else o.value for o in g.outputs])
     residuals = evaluate_residuals(fwd_g, joint, tracer.values)
     return prog, y, residuals

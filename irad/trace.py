@@ -218,6 +218,11 @@ class Tracer(ViewTracking):
         self.world: dict[int, Any] = {}
         self.born: set[int] = set()
         self._world_read: set[int] = set()
+        self.attr_write_atoms: list[tuple[Any, str, Any]] = []
+        #: (id(obj), name) -> (obj, name, value): attributes of objects of the world the function set;
+        #: a compiled program sets them again at each call (what is read of them afterwards is not a
+        #: dependency: it is the function's own value)
+        self.attr_writes: dict[tuple[int, str], tuple[Any, str, Any]] = {}
         #: (input position, the Var it ends as): arguments the function updated in place, which a
         #: compiled program writes back so that every call mutates the caller's array, as Python does
         self.mutated_inputs: list[tuple[int, Any]] = []
@@ -1044,7 +1049,7 @@ class Tracer(ViewTracking):
     def _read_attr(self, o: Any, name: str, r: Any) -> None:
         """The trace read ``o.name`` of an object it did not make: what it read is a dependency
         (``model.w = new``, ``model.flag = True``, an instance attribute shadowing a method)."""
-        if id(o) in self.born or id(o) in self.vars:
+        if id(o) in self.born or id(o) in self.vars or (self.attr_writes and (id(o), name) in self.attr_writes):
             return
         to = type(o)
         if isinstance(o, type):
@@ -1077,9 +1082,17 @@ class Tracer(ViewTracking):
         if isinstance(o, np.ndarray) and name in _ARRAY_SETATTRS and (self._seen(o) or self.deep_tracked(v)):
             self._set_array_attr(o, name, v)
             return
-        if id(o) not in self.born and id(o) not in self.vars and not isinstance(o, np.ndarray):
-            # `self.last = loss`, `config.step = n`: a change to the world that only tracing repeats
-            self.deps.add(effect_dep(f"attribute {name!r} of a {to.__name__}"))
+        if id(o) not in self.born and id(o) not in self.vars and not isinstance(o, np.ndarray) and \
+                to is not types.ModuleType:
+            # `self.inp = x`, `self.training = True`: a compiled program replays the write at each call
+            # (``attr_writes``); a value it cannot replay (a container of traced values) is a change to
+            # the world that only tracing again repeats
+            if id(v) in self.vars or not self.deep_tracked(v):
+                self.attr_writes[(id(o), name)] = (o, name, v)
+            else:
+                self.deps.add(effect_dep(f"attribute {name!r} of a {to.__name__}"))
+        elif to is types.ModuleType and not is_library_module(o.__name__):
+            self.deps.add(effect_dep(f"attribute {name!r} of module {o.__name__}"))
         setattr(o, name, v)
 
     def _set_array_attr(self, a: np.ndarray, name: str, v: Any) -> None:
@@ -1611,11 +1624,16 @@ class Tracer(ViewTracking):
                 self.next_id += 1
                 self.values[r.id] = self.values[vid]
                 reads.append(Op("irad.ops.read_live", (c,), (), (r,), irad_ops.read_live, None))
+        #: (object, attribute, atom): the attribute writes a compiled program replays
+        self.attr_write_atoms = [(o, name, self.atom(v) if id(v) in self.vars else Const(v, typeof(v)))
+                                 for o, name, v in self.attr_writes.values()]
         ops = tuple(reads) + tuple(self._capture_ops) + tuple(self.ops)
         if self._live:
             ops, outs = _substitute(ops, outs, env)
             self.mutated_inputs = [(k, env.get(a.id, a)) for k, a in self.mutated_inputs]
             self.mutated_world = [(o, env.get(a.id, a)) for o, a in self.mutated_world]
+            self.attr_write_atoms = [(o, n, env.get(a.id, a) if isinstance(a, Var) else a)
+                                     for o, n, a in self.attr_write_atoms]
         return Graph(self.name, inputs, ops, outs, in_tree, out_tree, statics)
 
 

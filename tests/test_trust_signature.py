@@ -975,3 +975,35 @@ def test_vjp_of_a_bound_method_is_cached():
         (g,) = pb(1.0)
         np.testing.assert_allclose(g, fd_grad(m.loss, (X,)), rtol=1e-6, atol=1e-8)
     assert len(api._VJP_CACHE[Model.loss]) == 1
+
+
+def test_attribute_writes_are_replayed_without_retracing():
+    class Dense:
+        def __init__(self):
+            self.inp = None
+            self.training = False
+
+        def forward(self, x, W):
+            self.inp = x  # the usual way a numpy layer keeps its input
+            self.training = True
+            self.out = np.tanh(x @ W)
+            return self.out
+
+    layer = Dense()
+    X2 = np.linspace(-1.0, 1.0, 12).reshape(4, 3)
+
+    def loss(W):
+        return np.sum(layer.forward(X2, W) ** 2)
+
+    vg = irad.value_and_grad(loss)
+    for k in range(4):
+        W = np.full((3, 2), 0.1 * (k + 1))
+        layer.training = False
+        value, grad = vg(W)
+        assert layer.inp is X2 or k == 0  # the caller's array (the tracing call holds an equal view)
+        np.testing.assert_array_equal(layer.inp, X2)
+        assert layer.training is True
+        np.testing.assert_allclose(layer.out, np.tanh(X2 @ W))
+        np.testing.assert_allclose(value, loss(W))
+        np.testing.assert_allclose(grad, fd_grad(loss, (W,)), rtol=1e-6, atol=1e-8)
+    assert vg.traces == 1
