@@ -1174,6 +1174,10 @@ class Tracer(ViewTracking):
                 return self.construct(f, args, kwargs)  # also classes of metaclasses (abc.ABC) that keep type.__call__
             return self.call_prim(f, args, kwargs)
         if tf is _LRU_WRAPPER and type(getattr(f, "__wrapped__", None)) is types.FunctionType:
+            if not self.deep_tracked(args) and not self.deep_tracked(kwargs):
+                r = f(*args, **kwargs)  # the cached value itself, as Python returns it: of the world
+                self.reach(r, "lru_cache")
+                return r
             return self.call_python(f.__wrapped__, args, kwargs)  # lru_cache/cache: trace the function itself
         if tf not in _FAST and self._is_pyclass(tf):
             d = self.dunder(tf, "__call__")
@@ -1397,7 +1401,10 @@ class Tracer(ViewTracking):
             r = f(*args, **kwargs)
             if probe is not None and probe.loc is not None:
                 probe.check(f, r)
-            if id(r) not in self.world:  # made during the trace (not `P.get("layer")`): irad's constant
+            if id(r) in self.world or (type(r) not in _WORLD_SKIP and sys.getrefcount(r) > 2):
+                # held elsewhere too (`P.get("layer")`, `ref()`, an lru_cache'd value): of the world
+                self.reach(r, "returned")
+            else:  # made by this call: a constant of irad's
                 self.born.add(id(r))
             if type(r) is np.ndarray and r.base is not None:
                 if isinstance(owner, np.ndarray) and hasattr(np.ndarray, getattr(f, "__name__", "")):

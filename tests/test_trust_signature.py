@@ -1007,3 +1007,34 @@ def test_attribute_writes_are_replayed_without_retracing():
         np.testing.assert_allclose(value, loss(W))
         np.testing.assert_allclose(grad, fd_grad(loss, (W,)), rtol=1e-6, atol=1e-8)
     assert vg.traces == 1
+
+
+def test_objects_of_the_world_returned_by_c_calls():
+    import operator
+    import weakref
+
+    class H:
+        def __init__(self):
+            self.k = 2.0
+
+    h = H()
+    ref = weakref.ref(h)
+    holder = types.SimpleNamespace(layer=H())
+    W_cached = np.ones(3)
+
+    @functools.lru_cache(maxsize=None)
+    def weights():
+        return W_cached
+
+    def f(x):
+        return (ref().k * np.sum(x) + operator.attrgetter("layer")(holder).k * np.sum(x ** 2)
+                + np.sum(weights() * x))
+
+    vg = irad.value_and_grad(f)
+    vg(X)
+    h.k = 5.0
+    agrees(vg, f, X)
+    holder.layer.k = -1.0
+    agrees(vg, f, X)
+    W_cached *= 5.0  # the cached array, changed in place
+    agrees(vg, f, X)
