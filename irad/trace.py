@@ -1144,6 +1144,12 @@ class Tracer(ViewTracking):
             return args[0].value
         tf = type(f)
         if tf is types.FunctionType:
+            if f.__module__ == "scipy.optimize._zeros_py":  # brentq & co: the implicit-function rule
+                from .solvers import BRACKETING, root_scalar_call  # NOTE: lazily: it builds on ad and lower
+                if f.__name__ in BRACKETING:
+                    r = root_scalar_call(self, f, args, dict(kwargs))
+                    if r is not NotImplemented:
+                        return r
             return self.call_python(f, args, kwargs)
         nested = getattr(tf, "__irad_trace_call__", None)
         if nested is not None:  # an irad transform (grad of grad): it knows how to be traced
