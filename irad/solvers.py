@@ -122,3 +122,221 @@ def root_scalar_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
     tracer.emit(implicit_root, (Const(problem, typeof(problem)),) + tuple(theta), {}, (yv,))
     tracer.track(y, yv)
     return answer(y)
+
+
+# ---- vector root finding: fsolve, root ------------------------------------------------------
+
+#: ``(module, name)`` of SciPy's vector root finders: ``solver(g, x0, args=(), **options)``
+VECTOR = frozenset({("scipy.optimize._minpack_py", "fsolve"), ("scipy.optimize._root", "root")})
+
+
+class VectorRootProblem:
+    """A root of ``residual(x, *θ) = 0`` (as many equations as unknowns) found by ``fsolve`` or
+    ``root`` from a fixed start; ``vjp(x, *θ, c)`` is the residual's vector-Jacobian product."""
+
+    __slots__ = ("solver", "x0", "options", "residual", "vjp", "name")
+
+    def __init__(self, solver: Callable[..., Any], x0: Any, options: dict[str, Any],
+                 residual: Callable[..., Any], vjp: Callable[..., Any]) -> None:
+        self.solver, self.x0, self.options = solver, x0, options
+        self.residual, self.vjp = residual, vjp
+        self.name = getattr(solver, "__name__", "solver")
+
+    def solve(self, *theta: Any) -> np.ndarray:
+        found = self.solver(lambda x: self.residual(x, *theta)[0], self.x0, **self.options)
+        return np.asarray(found.x if self.name == "root" else found, dtype=np.float64)
+
+    def __repr__(self) -> str:
+        return f"root of a system by scipy.optimize.{self.name}"
+
+
+def implicit_vector_root(problem: VectorRootProblem, *theta: Any) -> np.ndarray:
+    """The root of ``problem`` at these values of what its residual reads."""
+    return problem.solve(*theta)
+
+
+def _vfwd(problem: VectorRootProblem, *theta: Any) -> tuple[np.ndarray, Any]:
+    x = implicit_vector_root(problem, *theta)
+    return x, (problem, x, theta)
+
+
+def _vbwd(state: Any, xbar: Any) -> tuple[Any, ...]:
+    problem, x, theta = state
+    n = x.size
+    # Jᵀ column by column (vjp of each unit cotangent), then λ = J⁻ᵀ x̄ and θ̄ = -(∂g/∂θ)ᵀ λ
+    jt = np.stack([np.ravel(problem.vjp(x, *theta, np.eye(n)[i].reshape(x.shape))[1]) for i in range(n)], axis=1)
+    try:
+        lam = np.linalg.solve(jt, np.ravel(xbar)).reshape(x.shape)
+    except np.linalg.LinAlgError as e:
+        raise NoRuleError(f"scipy.optimize.{problem.name}: the residual's Jacobian is singular at the root, so "
+                          "the root does not depend smoothly on what the residual reads") from e
+    return (None,) + tuple(-g for g in problem.vjp(x, *theta, lam)[2:])
+
+
+defrule(implicit_vector_root, _vfwd, _vbwd)
+
+
+def root_vector_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Any:
+    """``fsolve(g, x0, args=...)`` / ``root(g, x0, args=...)`` under a trace (NotImplemented when it
+    does not apply: a traced start, a Jacobian or full output asked for)."""
+    if len(args) < 2 or len(args) > 3 or not callable(args[0]) or kwargs.get("full_output") or \
+            kwargs.get("fprime") is not None or kwargs.get("jac") not in (None, False):
+        return NotImplemented
+    g, x0 = args[:2]
+    extra = tuple(args[2]) if len(args) == 3 else tuple(kwargs.pop("args", ()))
+    if tracer.deep_tracked(x0):
+        return NotImplemented
+    with hooks.paused():
+        found = solver(g, x0, args=extra, **kwargs)
+    is_root = solver.__name__ == "root"
+    x_star = np.asarray(found.x if is_root else found, dtype=np.float64)
+    x_obj = x_star.copy()
+    x_var = tracer.new_var(x_obj, "x")
+    tracer.track(x_obj, x_var)
+    n0 = len(tracer.ops)
+    r = tracer.call(g, (x_obj,) + extra, {})
+    sub = tracer.ops[n0:]
+    del tracer.ops[n0:]
+    if not tracer.is_tracked(r) or not sub:
+        return found
+    defined = {x_var.id} | {o.id for op in sub for o in op.outs}
+    theta: list[Var] = []
+    for op in sub:
+        for v in op.inputs:
+            if v.id not in defined and all(v.id != w.id for w in theta):
+                theta.append(v)
+    graph = Graph("system_residual", (x_var,) + tuple(theta), tuple(sub), (tracer.atom(r),), None, None, ())
+    residual = lower(graph, "system_residual").fn
+    wrt = [i for i, v in enumerate(graph.inputs) if v.type.is_float]
+    if wrt[:1] != [0]:
+        return NotImplemented
+    joint = ad.reverse(graph, tracer.values, wrt, seed="input")
+    from . import passes
+    vjp_low = lower(passes.run(joint.graph, None), "system_residual_vjp").fn
+    pos = {i: k for k, i in enumerate(wrt)}
+
+    def vjp(x: Any, *rest: Any) -> tuple[Any, ...]:
+        *th, c = rest
+        flat = vjp_low(x, *th, c)
+        value, grads = flat[0], flat[1:]
+        return (value, grads[0]) + tuple(grads[pos[i]] if i in pos else np.zeros_like(th[i - 1])
+                                         for i in range(1, len(graph.inputs)))
+
+    problem = VectorRootProblem(solver, x0, dict(kwargs), residual, vjp)
+    y = x_star.copy()
+    yv = tracer.new_var(y, "root")
+    tracer.emit(implicit_vector_root, (Const(problem, typeof(problem)),) + tuple(theta), {}, (yv,))
+    tracer.track(y, yv)
+    if is_root:
+        found.x = y
+        return found
+    return y
+
+
+# ---- minimize: the argmin by the first-order conditions --------------------------------------
+
+_DERIVATIVE_FREE = frozenset({"nelder-mead", "powell", "cobyla", "cobyqa"})
+
+
+class ArgminProblem:
+    """A minimiser of ``objective(x, *θ)`` found by ``scipy.optimize.minimize`` from a fixed start.
+    At the minimiser ``∇ₓf = 0``, so ``dx*/dθ = -H⁻¹ ∂(∇ₓf)/∂θ`` with ``H`` the Hessian in ``x``;
+    both come from irad transforms of ``objective`` (an irad program, itself plain numpy code)."""
+
+    __slots__ = ("x0", "options", "objective", "grad_x")
+
+    def __init__(self, x0: Any, options: dict[str, Any], objective: Callable[..., Any]) -> None:
+        from .api import grad
+        self.x0, self.options, self.objective = x0, options, objective
+        self.grad_x = grad(lambda x, *th: objective(x, *th)[0], argnums=0)
+
+    def solve(self, *theta: Any) -> np.ndarray:
+        from scipy.optimize import minimize
+        method = str(self.options.get("method") or "").lower()
+        jac = {} if method in _DERIVATIVE_FREE else \
+            {"jac": lambda x: self.grad_x(np.asarray(x, dtype=np.float64), *theta)}  # irad's exact gradient
+        found = minimize(lambda x: float(self.objective(x, *theta)[0]), self.x0, **jac, **self.options)
+        return np.asarray(found.x, dtype=np.float64)
+
+    def __repr__(self) -> str:
+        return "argmin by scipy.optimize.minimize"
+
+
+def implicit_argmin(problem: ArgminProblem, *theta: Any) -> np.ndarray:
+    """The minimiser of ``problem`` at these values of what its objective reads."""
+    return problem.solve(*theta)
+
+
+def _afwd(problem: ArgminProblem, *theta: Any) -> tuple[np.ndarray, Any]:
+    x = implicit_argmin(problem, *theta)
+    return x, (problem, x, theta)
+
+
+def _abwd(state: Any, xbar: Any) -> tuple[Any, ...]:
+    from .api import vjp
+    problem, x, theta = state
+    _, pb = vjp(lambda x_, *th: problem.grad_x(x_, *th), x, *theta)
+    n = x.size
+    hess = np.stack([np.ravel(pb(np.eye(n)[i].reshape(x.shape))[0]) for i in range(n)], axis=1)
+    try:
+        lam = np.linalg.solve(hess, np.ravel(xbar)).reshape(x.shape)
+    except np.linalg.LinAlgError as e:
+        raise NoRuleError("scipy.optimize.minimize: the objective's Hessian is singular at the minimiser, so the "
+                          "argmin does not depend smoothly on what the objective reads") from e
+    return (None,) + tuple(None if g is None else -g for g in pb(lam)[1:])
+
+
+defrule(implicit_argmin, _afwd, _abwd)
+
+
+def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``minimize(f, x0, args=..., method=..., ...)`` under a trace: the result's ``x`` is the traced
+    argmin and its ``fun`` the objective traced there (NotImplemented: a traced start, bounds or
+    constraints, or an objective that returns its gradient too)."""
+    if len(args) < 2 or len(args) > 3 or not callable(args[0]):
+        return NotImplemented
+    f, x0 = args[:2]
+    extra = tuple(args[2]) if len(args) == 3 else tuple(kwargs.pop("args", ()))
+    unsupported = "a traced start" if tracer.deep_tracked(x0) else \
+        next((k for k in ("bounds", "constraints", "callback") if kwargs.get(k) is not None), None) or \
+        ("jac=True" if kwargs.get("jac") is True else None)
+    with hooks.paused():
+        found = minimize(f, x0, args=extra, **kwargs)
+    if unsupported is not None:  # refused below if the objective reads traced values
+        x_probe = np.asarray(found.x, dtype=np.float64).copy()
+        n_probe = len(tracer.ops)
+        depends = tracer.deep_tracked(tracer.call(f, (x_probe,) + extra, {}))
+        del tracer.ops[n_probe:]
+        if depends:
+            raise NoRuleError(f"scipy.optimize.minimize with {unsupported}: its argmin depends on traced values "
+                              "the objective reads, and irad's implicit rule covers unconstrained problems "
+                              "from a constant start only; drop the bounds, or differentiate the objective "
+                              "at a fixed point instead")
+        return found
+    x_star = np.asarray(found.x, dtype=np.float64)
+    x_obj = x_star.copy()
+    x_var = tracer.new_var(x_obj, "x")
+    tracer.track(x_obj, x_var)
+    n0 = len(tracer.ops)
+    r = tracer.call(f, (x_obj,) + extra, {})
+    sub = tracer.ops[n0:]
+    del tracer.ops[n0:]
+    if not tracer.is_tracked(r) or not sub:
+        return found
+    defined = {x_var.id} | {o.id for op in sub for o in op.outs}
+    theta: list[Var] = []
+    for op in sub:
+        for v in op.inputs:
+            if v.id not in defined and all(v.id != w.id for w in theta):
+                theta.append(v)
+    graph = Graph("objective", (x_var,) + tuple(theta), tuple(sub), (tracer.atom(r),), None, None, ())
+    options = {k: v for k, v in kwargs.items() if k != "jac"}
+    problem = ArgminProblem(x0, options, lower(graph, "objective").fn)
+    y = x_star.copy()
+    yv = tracer.new_var(y, "argmin")
+    tracer.emit(implicit_argmin, (Const(problem, typeof(problem)),) + tuple(theta), {}, (yv,))
+    tracer.track(y, yv)
+    found.x = y
+    found.fun = tracer.call(f, (y,) + extra, {})  # the objective at the traced argmin (envelope theorem)
+    return found

@@ -60,6 +60,8 @@ _SEQUENCE_FUNCS = {np.concatenate, np.stack, np.vstack, np.hstack, np.dstack, np
                    np.atleast_3d}
 _STATIC_ATTRS = frozenset({"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "strides", "flags",
                            "__class__", "base", "__array_priority__", "__array_interface__", "data", "ctypes"})
+#: SciPy's vector root finders (irad.solvers.VECTOR; here so that irad.solvers loads only when used)
+_VECTOR_ROOTS = frozenset({("scipy.optimize._minpack_py", "fsolve"), ("scipy.optimize._root", "root")})
 #: functions whose result is real or complex depending on the values (a guard on its dtype)
 _DATA_DTYPED = frozenset({"numpy.linalg.eig", "numpy.linalg.eigvals", "scipy.linalg.sqrtm", "scipy.linalg.logm",
                           "scipy.linalg.eig", "scipy.linalg.eigvals", "scipy.linalg.fractional_matrix_power",
@@ -1144,6 +1146,16 @@ class Tracer(ViewTracking):
             return args[0].value
         tf = type(f)
         if tf is types.FunctionType:
+            if f.__module__ == "scipy.optimize._minimize" and f.__name__ == "minimize":  # the argmin's rule
+                from .solvers import minimize_call
+                r = minimize_call(self, f, args, dict(kwargs))
+                if r is not NotImplemented:
+                    return r
+            if (f.__module__, f.__name__) in _VECTOR_ROOTS:  # fsolve, root: the implicit-function rule
+                from .solvers import root_vector_call
+                r = root_vector_call(self, f, args, dict(kwargs))
+                if r is not NotImplemented:
+                    return r
             if f.__module__ == "scipy.optimize._zeros_py":  # brentq & co: the implicit-function rule
                 from .solvers import BRACKETING, root_scalar_call  # NOTE: lazily: it builds on ad and lower
                 if f.__name__ in BRACKETING:

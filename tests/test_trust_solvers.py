@@ -83,3 +83,115 @@ def test_a_root_where_the_residual_is_flat_is_an_error():
 
     with pytest.raises(NoRuleError, match="derivative is zero"):
         irad.grad(f)(1.0)
+
+
+def system3(x, w):
+    return np.array([x[0] + 0.5 * np.sin(x[1]) - w[0],
+                     x[1] + 0.3 * x[2] ** 2 - w[1],
+                     x[2] - 0.2 * x[0] * x[1] - w[2]])
+
+
+VECTOR_CASES = {
+    "fsolve_3d_system": lambda w: np.sum(so.fsolve(lambda x: system3(x, w), np.zeros(3), xtol=1e-13) ** 2),
+    "root_hybr_3d_system": lambda w: np.sum(so.root(lambda x: system3(x, w), np.zeros(3), tol=1e-13).x
+                                            * np.arange(1.0, 4.0)),
+    "fsolve_extra_args": lambda w: so.fsolve(lambda x, c: x ** 3 - c, np.ones(2), args=(w[:2],), xtol=1e-13)[0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(VECTOR_CASES))
+def test_vector_root_gradient_matches_finite_differences(name):
+    f = VECTOR_CASES[name]
+    vg = irad.value_and_grad(f)
+    for w in (np.array([0.5, 1.5, 0.2]), np.array([0.7, 1.2, 0.3]), np.array([0.9, 0.8, -0.1])):
+        value, grad = vg(w)
+        np.testing.assert_allclose(value, f(w), rtol=1e-8)
+        np.testing.assert_allclose(grad, fd(f, w), rtol=1e-5, atol=1e-6)
+    assert vg.traces == 1
+
+
+# ---- minimize: the argmin by the implicit function theorem on its first-order conditions -------
+
+A_SPD = np.array([[3.0, 0.5], [0.5, 2.0]])
+_rng = np.random.default_rng(0)
+XD = _rng.normal(size=(30, 2))
+YD = (XD @ np.array([1.0, -1.0]) > 0).astype(float)
+
+
+def logreg_objective(w, lam):
+    z = XD @ w
+    return np.sum(np.logaddexp(0.0, z) - YD * z) + lam * np.sum(w ** 2)
+
+
+def logreg_argmin_tight(lam):
+    """The reference solve: the exact gradient, a tight tolerance (finite differences of it are clean)."""
+    def jac(w, lam):
+        return XD.T @ (1.0 / (1.0 + np.exp(-XD @ w)) - YD) + 2.0 * lam * w
+    return so.minimize(logreg_objective, np.zeros(2), args=(lam,), jac=jac, method="BFGS",
+                       options={"gtol": 1e-13}).x
+
+
+@pytest.mark.parametrize("method", ["BFGS", "L-BFGS-B", "Nelder-Mead"])
+def test_argmin_of_a_parametrised_quadratic(method):
+    opts = {"BFGS": {"gtol": 1e-12}, "L-BFGS-B": {"gtol": 1e-12, "ftol": 1e-15},
+            "Nelder-Mead": {"xatol": 1e-12, "fatol": 1e-14, "maxiter": 5000}}[method]
+
+    def f(b):
+        res = so.minimize(lambda x: 0.5 * x @ A_SPD @ x - b @ x, np.zeros(2), method=method, options=opts)
+        return np.sum(res.x ** 2)
+
+    vg = irad.value_and_grad(f)
+    for b in (np.array([0.5, 1.5]), np.array([0.7, 1.2]), np.array([-0.3, 0.4])):
+        value, grad = vg(b)
+        xs = np.linalg.solve(A_SPD, b)
+        np.testing.assert_allclose(value, np.sum(xs ** 2), rtol=1e-6)
+        np.testing.assert_allclose(grad, 2 * np.linalg.solve(A_SPD.T, xs), rtol=1e-5, atol=1e-7)
+    assert vg.traces == 1
+
+
+def test_argmin_of_a_logistic_regression_fit_with_respect_to_its_penalty():
+    def f(t):
+        res = so.minimize(logreg_objective, np.zeros(2), args=(t[0],), method="L-BFGS-B",
+                          options={"gtol": 1e-12, "ftol": 1e-15})
+        return np.sum(res.x * np.array([1.0, 2.0]))
+
+    vg = irad.value_and_grad(f)
+    for lam in (0.7, 0.3, 1.5):
+        value, grad = vg(np.array([lam]))
+        e = 1e-5
+        want = (np.sum(logreg_argmin_tight(lam + e) * [1.0, 2.0]) -
+                np.sum(logreg_argmin_tight(lam - e) * [1.0, 2.0])) / (2 * e)
+        np.testing.assert_allclose(grad[0], want, rtol=1e-4)
+    assert vg.traces == 1
+
+
+def test_the_minimum_value_follows_the_envelope_theorem():
+    def f(b):
+        return so.minimize(lambda x: 0.5 * x @ A_SPD @ x - b @ x, np.zeros(2), method="BFGS",
+                           options={"gtol": 1e-12}).fun
+
+    vg = irad.value_and_grad(f)
+    for b in (np.array([0.5, 1.5]), np.array([0.7, 1.2])):
+        value, grad = vg(b)
+        np.testing.assert_allclose(value, -0.5 * b @ np.linalg.solve(A_SPD, b), rtol=1e-8)
+        np.testing.assert_allclose(grad, -np.linalg.solve(A_SPD, b), rtol=1e-6)
+
+
+def test_minimize_with_bounds_is_refused_when_the_objective_reads_traced_values():
+    def f(b):
+        res = so.minimize(lambda x: 0.5 * x @ A_SPD @ x - b @ x, np.zeros(2), method="L-BFGS-B",
+                          bounds=[(-1.0, 1.0), (-1.0, 1.0)])
+        return np.sum(res.x)
+
+    with pytest.raises(NoRuleError, match="bounds"):
+        irad.grad(f)(np.array([0.5, 1.5]))
+
+    def g(x):  # an objective of constants: the bounds are fine
+        res = so.minimize(lambda z: np.sum((z - 0.5) ** 2), np.zeros(2), method="L-BFGS-B",
+                          bounds=[(-1.0, 1.0), (-1.0, 1.0)])
+        return np.sum(res.x) * np.sum(x ** 2)
+
+    vg = irad.value_and_grad(g)
+    for x in (np.array([1.0, 2.0]), np.array([0.5, -1.0])):
+        value, grad = vg(x)
+        np.testing.assert_allclose(grad, 2 * x * 1.0, rtol=1e-5)
