@@ -63,6 +63,56 @@ def _bwd(state: Any, tbar: Any) -> tuple[Any, ...]:
 defrule(implicit_root, _fwd, _bwd)
 
 
+def _trace_at(tracer: Any, g: Callable[..., Any], solution: Any, extra: tuple[Any, ...], name: str) -> Graph | None:
+    """``g(solution, *extra)`` traced with the solution as a fresh input: the graph of ``(x, *θ)``,
+    θ being the values of the enclosing trace it reads, or None when it reads none.  Its ops are
+    taken out of the enclosing trace: only the op the caller emits stands for them there."""
+    x_var = tracer.new_var(solution, "x")
+    tracer.track(solution, x_var)
+    n0 = len(tracer.ops)
+    r = tracer.call(g, (solution,) + extra, {})
+    sub = tracer.ops[n0:]
+    del tracer.ops[n0:]
+    if not tracer.is_tracked(r) or not sub:
+        return None
+    defined = {x_var.id} | {o.id for op in sub for o in op.outs}
+    theta: list[Var] = []
+    for op in sub:
+        for v in op.inputs:
+            if v.id not in defined and all(v.id != w.id for w in theta):
+                theta.append(v)
+    return Graph(name, (x_var,) + tuple(theta), tuple(sub), (tracer.atom(r),), None, None, ())
+
+
+def _derivative(tracer: Any, graph: Graph, seed: str) -> Callable[..., tuple[Any, ...]] | None:
+    """The lowered reverse-mode program of ``graph`` (``seed="one"``: its gradient; ``"input"``:
+    its vector-Jacobian product, the cotangent last), returning ``(value, d/dx, d/dθ...)`` with
+    zeros for non-float θ; None when ``x`` itself is not a float."""
+    from . import passes
+    wrt = [i for i, v in enumerate(graph.inputs) if v.type.is_float]
+    if wrt[:1] != [0]:
+        return None
+    low = lower(passes.run(ad.reverse(graph, tracer.values, wrt, seed=seed).graph, None), graph.name + "_d").fn
+    pos = {i: k for k, i in enumerate(wrt)}
+    n_theta = len(graph.inputs) - 1
+
+    def derivative(x: Any, *rest: Any) -> tuple[Any, ...]:
+        flat = low(x, *rest)
+        th = rest[:n_theta]
+        return (flat[0], flat[1]) + tuple(flat[1 + pos[i]] if i in pos else np.zeros_like(th[i - 1])
+                                          for i in range(1, n_theta + 1))
+    return derivative
+
+
+def _emit(tracer: Any, fn: Callable[..., Any], problem: Any, graph: Graph, value: Any) -> Any:
+    """Record ``value = fn(problem, *θ)`` in the enclosing trace; the value user code gets."""
+    y = value.copy() if isinstance(value, np.ndarray) else value * 1.0
+    yv = tracer.new_var(y, "solution")
+    tracer.emit(fn, (Const(problem, typeof(problem)),) + tuple(graph.inputs[1:]), {}, (yv,))
+    tracer.track(y, yv)
+    return y
+
+
 def root_scalar_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
     """``solver(g, a, b, args=..., **options)`` under a trace; NotImplemented when it does not apply
@@ -84,44 +134,14 @@ def root_scalar_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
             return y
         results.root = y
         return y, results
-    t_obj = root * 1.0
-    t_var = tracer.new_var(t_obj, "t")
-    tracer.track(t_obj, t_var)
-    n0 = len(tracer.ops)
-    r = tracer.call(g, (t_obj,) + extra, {})
-    sub = tracer.ops[n0:]
-    del tracer.ops[n0:]
-    if not tracer.is_tracked(r) or not sub:
+    graph = _trace_at(tracer, g, root * 1.0, extra, "root_residual")
+    if graph is None:
         return answer(root)  # the residual reads nothing traced: the root is a constant
-    defined = {t_var.id} | {o.id for op in sub for o in op.outs}
-    theta: list[Var] = []
-    for op in sub:
-        for v in op.inputs:
-            if v.id not in defined and all(v.id != w.id for w in theta):
-                theta.append(v)
-    out = tracer.atom(r)
-    graph = Graph("root_residual", (t_var,) + tuple(theta), tuple(sub), (out,), None, None, ())
-    residual = lower(graph, "root_residual").fn
-    wrt = [i for i, v in enumerate(graph.inputs) if v.type.is_float]
-    if wrt[:1] != [0]:
+    gradient = _derivative(tracer, graph, "one")
+    if gradient is None:
         return NotImplemented
-    joint = ad.reverse(graph, tracer.values, wrt, seed="one")
-    from . import passes
-    grad_low = lower(passes.run(joint.graph, None), "root_residual_grad").fn
-    pos = {i: k for k, i in enumerate(wrt)}
-
-    def gradient(t: Any, *th: Any) -> tuple[Any, ...]:
-        flat = grad_low(t, *th)
-        value, grads = flat[0], flat[1:]
-        return (value, grads[0]) + tuple(grads[pos[i]] if i in pos else np.zeros_like(th[i - 1])
-                                         for i in range(1, len(graph.inputs)))
-
-    problem = RootProblem(solver, (a, b), dict(kwargs), residual, gradient)
-    y = root * 1.0
-    yv = tracer.new_var(y, "root")
-    tracer.emit(implicit_root, (Const(problem, typeof(problem)),) + tuple(theta), {}, (yv,))
-    tracer.track(y, yv)
-    return answer(y)
+    problem = RootProblem(solver, (a, b), dict(kwargs), lower(graph, "root_residual").fn, gradient)
+    return answer(_emit(tracer, implicit_root, problem, graph, root))
 
 
 # ---- vector root finding: fsolve, root ------------------------------------------------------
@@ -191,43 +211,14 @@ def root_vector_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
         found = solver(g, x0, args=extra, **kwargs)
     is_root = solver.__name__ == "root"
     x_star = np.asarray(found.x if is_root else found, dtype=np.float64)
-    x_obj = x_star.copy()
-    x_var = tracer.new_var(x_obj, "x")
-    tracer.track(x_obj, x_var)
-    n0 = len(tracer.ops)
-    r = tracer.call(g, (x_obj,) + extra, {})
-    sub = tracer.ops[n0:]
-    del tracer.ops[n0:]
-    if not tracer.is_tracked(r) or not sub:
+    graph = _trace_at(tracer, g, x_star.copy(), extra, "system_residual")
+    if graph is None:
         return found
-    defined = {x_var.id} | {o.id for op in sub for o in op.outs}
-    theta: list[Var] = []
-    for op in sub:
-        for v in op.inputs:
-            if v.id not in defined and all(v.id != w.id for w in theta):
-                theta.append(v)
-    graph = Graph("system_residual", (x_var,) + tuple(theta), tuple(sub), (tracer.atom(r),), None, None, ())
-    residual = lower(graph, "system_residual").fn
-    wrt = [i for i, v in enumerate(graph.inputs) if v.type.is_float]
-    if wrt[:1] != [0]:
+    vjp = _derivative(tracer, graph, "input")
+    if vjp is None:
         return NotImplemented
-    joint = ad.reverse(graph, tracer.values, wrt, seed="input")
-    from . import passes
-    vjp_low = lower(passes.run(joint.graph, None), "system_residual_vjp").fn
-    pos = {i: k for k, i in enumerate(wrt)}
-
-    def vjp(x: Any, *rest: Any) -> tuple[Any, ...]:
-        *th, c = rest
-        flat = vjp_low(x, *th, c)
-        value, grads = flat[0], flat[1:]
-        return (value, grads[0]) + tuple(grads[pos[i]] if i in pos else np.zeros_like(th[i - 1])
-                                         for i in range(1, len(graph.inputs)))
-
-    problem = VectorRootProblem(solver, x0, dict(kwargs), residual, vjp)
-    y = x_star.copy()
-    yv = tracer.new_var(y, "root")
-    tracer.emit(implicit_vector_root, (Const(problem, typeof(problem)),) + tuple(theta), {}, (yv,))
-    tracer.track(y, yv)
+    problem = VectorRootProblem(solver, x0, dict(kwargs), lower(graph, "system_residual").fn, vjp)
+    y = _emit(tracer, implicit_vector_root, problem, graph, x_star)
     if is_root:
         found.x = y
         return found
@@ -315,28 +306,12 @@ def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ..
                               "at a fixed point instead")
         return found
     x_star = np.asarray(found.x, dtype=np.float64)
-    x_obj = x_star.copy()
-    x_var = tracer.new_var(x_obj, "x")
-    tracer.track(x_obj, x_var)
-    n0 = len(tracer.ops)
-    r = tracer.call(f, (x_obj,) + extra, {})
-    sub = tracer.ops[n0:]
-    del tracer.ops[n0:]
-    if not tracer.is_tracked(r) or not sub:
+    graph = _trace_at(tracer, f, x_star.copy(), extra, "objective")
+    if graph is None:
         return found
-    defined = {x_var.id} | {o.id for op in sub for o in op.outs}
-    theta: list[Var] = []
-    for op in sub:
-        for v in op.inputs:
-            if v.id not in defined and all(v.id != w.id for w in theta):
-                theta.append(v)
-    graph = Graph("objective", (x_var,) + tuple(theta), tuple(sub), (tracer.atom(r),), None, None, ())
     options = {k: v for k, v in kwargs.items() if k != "jac"}
     problem = ArgminProblem(x0, options, lower(graph, "objective").fn)
-    y = x_star.copy()
-    yv = tracer.new_var(y, "argmin")
-    tracer.emit(implicit_argmin, (Const(problem, typeof(problem)),) + tuple(theta), {}, (yv,))
-    tracer.track(y, yv)
+    y = _emit(tracer, implicit_argmin, problem, graph, x_star)
     found.x = y
     found.fun = tracer.call(f, (y,) + extra, {})  # the objective at the traced argmin (envelope theorem)
     return found
