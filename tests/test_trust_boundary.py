@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import irad
-from irad.errors import NoRuleError
+from irad.errors import MutationError, NoRuleError
 
 so = pytest.importorskip("scipy.optimize")
 si = pytest.importorskip("scipy.integrate")
@@ -74,7 +74,6 @@ def test_callbacks_of_constants_still_work(f, grad_of):
 
 # ---- C code that writes into a traced array: an error, never an update the graph misses ---------
 
-from irad.errors import MutationError  # noqa: E402
 
 sl = pytest.importorskip("scipy.linalg")
 

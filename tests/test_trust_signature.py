@@ -7,7 +7,10 @@ trace and would hide a stale program).
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
+import sys
 import types
 import warnings
 
@@ -15,6 +18,7 @@ import numpy as np
 import pytest
 
 import irad
+from irad.errors import MutationError
 from irad.signature import MAX_PROGRAMS, RetraceWarning
 
 
@@ -634,7 +638,6 @@ def test_methods_added_and_changed_on_classes():
 def test_every_kind_of_dependency_holds_right_after_its_trace():
     """The generated check of each kind is valid code that passes while nothing changed (a check
     that raised would read as 'stale' on every call: correct, but a retrace per call)."""
-    import functools
 
     @functools.singledispatch
     def act(v, x):
@@ -660,11 +663,6 @@ def test_every_kind_of_dependency_holds_right_after_its_trace():
 
 # ---- world state read in less direct ways (found in review) ------------------------------------
 
-import collections  # noqa: E402
-import functools  # noqa: E402
-import sys  # noqa: E402
-
-from irad.errors import MutationError  # noqa: E402
 
 
 def test_partial_of_a_loss_over_a_params_dict():
