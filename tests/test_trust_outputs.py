@@ -27,19 +27,14 @@ import pytest
 
 import irad
 from irad.errors import GradError, UnsupportedError
+from irad.testing import numerical_vjp
 
 SHAPES = [(3,), (2, 3), (4, 1), (5,)]
 
 
-def _fd(f, x, eps=1e-6):
-    """Central finite differences of scalar ``f`` at float64 ``x``."""
-    x = np.asarray(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = eps
-        g[i] = (f(x + e) - f(x - e)) / (2 * eps)
-    return g
+def _fd(f, x):
+    """Central finite differences of scalar ``f`` at float64 ``x`` (``irad.testing.numerical_vjp``)."""
+    return numerical_vjp(f, (np.asarray(x, dtype=np.float64),), 1.0)[0]
 
 
 def _points(shape, n=3, seed=0):

@@ -20,22 +20,15 @@ import pytest
 import irad
 from irad.errors import MutationError
 from irad.signature import MAX_PROGRAMS, RetraceWarning
+from irad.testing import numerical_vjp
 
 
-def fd_grad(f, args, argnum=0, eps=1e-6):
-    """Central finite differences of scalar ``f`` in float64 with respect to ``args[argnum]``."""
-    x = np.asarray(args[argnum], dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        hi, lo = x.copy(), x.copy()
-        hi[i] += eps
-        lo[i] -= eps
-        a_hi = list(args)
-        a_lo = list(args)
-        a_hi[argnum] = hi if x.ndim else float(hi)
-        a_lo[argnum] = lo if x.ndim else float(lo)
-        g[i] = (f(*a_hi) - f(*a_lo)) / (2 * eps)
-    return g
+def fd_grad(f, args, argnum=0):
+    """Central finite differences of scalar ``f`` in float64 with respect to ``args[argnum]``
+    (irad's own checker, ``irad.testing.numerical_vjp``)."""
+    def of_one(a):
+        return f(*args[:argnum], a, *args[argnum + 1:])
+    return np.asarray(numerical_vjp(of_one, (args[argnum],), 1.0)[0])
 
 
 def agrees(vg, f, *args, argnum=0):

@@ -10,20 +10,16 @@ import pytest
 
 import irad
 from irad.errors import NoRuleError
+from irad.testing import numerical_vjp
 
 so = pytest.importorskip("scipy.optimize")
 
 W_WORLD = np.array([1.0, 2.0])
 
 
-def fd(f, x, eps=1e-6):
-    x = np.asarray(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = eps
-        g[i] = (f(x + e) - f(x - e)) / (2 * eps)
-    return g
+def fd(f, x):
+    """Central finite differences of scalar ``f`` at float64 ``x`` (``irad.testing.numerical_vjp``)."""
+    return numerical_vjp(f, (np.asarray(x, dtype=np.float64),), 1.0)[0]
 
 
 CASES = {
