@@ -19,10 +19,6 @@ from .ir import Const, Graph, Var, typeof
 from .lower import lower
 from .rules.registry import defrule
 
-#: SciPy's scalar bracketing solvers: ``solver(g, a, b, args=(), **options) -> float``
-BRACKETING = frozenset({"brentq", "brenth", "ridder", "bisect", "toms748"})
-
-
 class RootProblem:
     """A scalar root of ``residual(t, *θ) = 0`` in a fixed bracket, found by a SciPy solver."""
 
@@ -145,10 +141,6 @@ def root_scalar_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
 
 
 # ---- vector root finding: fsolve, root ------------------------------------------------------
-
-#: ``(module, name)`` of SciPy's vector root finders: ``solver(g, x0, args=(), **options)``
-VECTOR = frozenset({("scipy.optimize._minpack_py", "fsolve"), ("scipy.optimize._root", "root")})
-
 
 class VectorRootProblem:
     """A root of ``residual(x, *θ) = 0`` (as many equations as unknowns) found by ``fsolve`` or

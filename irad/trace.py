@@ -60,8 +60,17 @@ _SEQUENCE_FUNCS = {np.concatenate, np.stack, np.vstack, np.hstack, np.dstack, np
                    np.atleast_3d}
 _STATIC_ATTRS = frozenset({"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "strides", "flags",
                            "__class__", "base", "__array_priority__", "__array_interface__", "data", "ctypes"})
-#: SciPy's vector root finders (irad.solvers.VECTOR; here so that irad.solvers loads only when used)
-_VECTOR_ROOTS = frozenset({("scipy.optimize._minpack_py", "fsolve"), ("scipy.optimize._root", "root")})
+#: SciPy functions that C code runs a user callback for (a solver, an integrator): ``(module,
+#: name) -> handler name in irad.solvers``, each ``handler(tracer, fn, args, kwargs)`` returning
+#: the traced result or NotImplemented (the call then goes the ordinary way).  Names, not
+#: functions, so that irad.solvers (which builds on ad and lower) loads only when one is called.
+_SOLVER_CALLS: dict[tuple[str, str], str] = {
+    ("scipy.optimize._minimize", "minimize"): "minimize_call",
+    ("scipy.optimize._minpack_py", "fsolve"): "root_vector_call",
+    ("scipy.optimize._root", "root"): "root_vector_call",
+    **{("scipy.optimize._zeros_py", name): "root_scalar_call"
+       for name in ("brentq", "brenth", "ridder", "bisect", "toms748")},
+}
 #: functions whose result is real or complex depending on the values (a guard on its dtype)
 _DATA_DTYPED = frozenset({"numpy.linalg.eig", "numpy.linalg.eigvals", "scipy.linalg.sqrtm", "scipy.linalg.logm",
                           "scipy.linalg.eig", "scipy.linalg.eigvals", "scipy.linalg.fractional_matrix_power",
@@ -1146,22 +1155,12 @@ class Tracer(ViewTracking):
             return args[0].value
         tf = type(f)
         if tf is types.FunctionType:
-            if f.__module__ == "scipy.optimize._minimize" and f.__name__ == "minimize":  # the argmin's rule
-                from .solvers import minimize_call
-                r = minimize_call(self, f, args, dict(kwargs))
+            handler = _SOLVER_CALLS.get((f.__module__, f.__name__))
+            if handler is not None:  # a solver or integrator: its implicit-function or adjoint rule
+                from . import solvers  # NOTE: lazily: it builds on ad and lower
+                r = getattr(solvers, handler)(self, f, args, dict(kwargs))
                 if r is not NotImplemented:
                     return r
-            if (f.__module__, f.__name__) in _VECTOR_ROOTS:  # fsolve, root: the implicit-function rule
-                from .solvers import root_vector_call
-                r = root_vector_call(self, f, args, dict(kwargs))
-                if r is not NotImplemented:
-                    return r
-            if f.__module__ == "scipy.optimize._zeros_py":  # brentq & co: the implicit-function rule
-                from .solvers import BRACKETING, root_scalar_call  # NOTE: lazily: it builds on ad and lower
-                if f.__name__ in BRACKETING:
-                    r = root_scalar_call(self, f, args, dict(kwargs))
-                    if r is not NotImplemented:
-                        return r
             return self.call_python(f, args, kwargs)
         nested = getattr(tf, "__irad_trace_call__", None)
         if nested is not None:  # an irad transform (grad of grad): it knows how to be traced
