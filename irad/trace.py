@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import functools
 import gc
+import importlib
 import inspect
 import math
 import operator
@@ -61,14 +62,14 @@ _SEQUENCE_FUNCS = {np.concatenate, np.stack, np.vstack, np.hstack, np.dstack, np
 _STATIC_ATTRS = frozenset({"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "strides", "flags",
                            "__class__", "base", "__array_priority__", "__array_interface__", "data", "ctypes"})
 #: SciPy functions that C code runs a user callback for (a solver, an integrator): ``(module,
-#: name) -> handler name in irad.solvers``, each ``handler(tracer, fn, args, kwargs)`` returning
-#: the traced result or NotImplemented (the call then goes the ordinary way).  Names, not
-#: functions, so that irad.solvers (which builds on ad and lower) loads only when one is called.
+#: name) -> "irad_module:handler"``, each ``handler(tracer, fn, args, kwargs)`` returning the
+#: traced result or NotImplemented (the call then goes the ordinary way).  Names, not functions,
+#: so that the handler's module (it builds on ad and lower) loads only when one is called.
 _SOLVER_CALLS: dict[tuple[str, str], str] = {
-    ("scipy.optimize._minimize", "minimize"): "minimize_call",
-    ("scipy.optimize._minpack_py", "fsolve"): "root_vector_call",
-    ("scipy.optimize._root", "root"): "root_vector_call",
-    **{("scipy.optimize._zeros_py", name): "root_scalar_call"
+    ("scipy.optimize._minimize", "minimize"): "solvers:minimize_call",
+    ("scipy.optimize._minpack_py", "fsolve"): "solvers:root_vector_call",
+    ("scipy.optimize._root", "root"): "solvers:root_vector_call",
+    **{("scipy.optimize._zeros_py", name): "solvers:root_scalar_call"
        for name in ("brentq", "brenth", "ridder", "bisect", "toms748")},
 }
 #: functions whose result is real or complex depending on the values (a guard on its dtype)
@@ -1157,8 +1158,8 @@ class Tracer(ViewTracking):
         if tf is types.FunctionType:
             handler = _SOLVER_CALLS.get((f.__module__, f.__name__))
             if handler is not None:  # a solver or integrator: its implicit-function or adjoint rule
-                from . import solvers  # NOTE: lazily: it builds on ad and lower
-                r = getattr(solvers, handler)(self, f, args, dict(kwargs))
+                module, name = handler.split(":")
+                r = getattr(importlib.import_module("irad." + module), name)(self, f, args, dict(kwargs))
                 if r is not NotImplemented:
                     return r
             return self.call_python(f, args, kwargs)
