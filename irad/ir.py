@@ -427,8 +427,8 @@ def _fmt_value(v: Any) -> str:
         return getattr(v, "__qualname__", v.__name__)
     if isinstance(v, (int, float, complex, str, bytes, bool)) or v is None:
         return repr(v)
-    r = repr(v)
-    return r if len(r) < 40 and "\n" not in r else f"<{type(v).__name__}>"
+    r = repr(v)  # (an address in it would make the dump differ from run to run)
+    return r if len(r) < 40 and "\n" not in r and " at 0x" not in r else f"<{type(v).__name__}>"
 
 
 class _Namer:

@@ -117,6 +117,17 @@ def sort_inplace(a: np.ndarray, axis: int = -1, kind: Any = None, order: Any = N
     return np.sort(a, axis=axis, kind=kind, order=order)
 
 
+def draw_order(rng: Any, n: int, sequence: bool = False) -> np.ndarray:
+    """The order ``rng.shuffle`` puts ``n`` items in, drawn from ``rng`` (a numpy ``Generator`` or
+    ``RandomState``, or a ``random.Random``) exactly as the user's shuffle draws: the same call on
+    ``np.arange(n)`` (an array) or ``list(range(n))`` (``sequence``: a list), since numpy and
+    ``random`` draw the same whatever the items are.  An impure op: a program draws anew at each
+    call, as the function does."""
+    order: Any = list(range(n)) if sequence else np.arange(n)
+    rng.shuffle(order)
+    return np.asarray(order, dtype=np.intp)
+
+
 def sum_to(g: Any, shape: tuple[int, ...]) -> Any:
     """Make a cotangent ``g`` have ``shape``: sum over the axes broadcasting added or stretched
     (the adjoint of ``np.broadcast_to``), and broadcast up a cotangent a rule kept smaller."""

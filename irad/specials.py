@@ -10,6 +10,7 @@ import builtins
 import functools
 import itertools
 import operator
+import random
 import types
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -438,6 +439,53 @@ def _array_unsupported(name: str) -> Handler:
     def run(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise t.unsupported(f"the in-place method a.{name}() on a traced array", "write the update out of place")
     return run
+
+
+# ---- random generators reordering a traced array --------------------------------------------
+
+RNG_REORDERS = frozenset({"shuffle", "permutation"})
+
+
+def rng_reorder(t: Tracer, rng: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``rng.shuffle(x)`` / ``rng.permutation(x)`` of a traced array or a list holding traced values
+    (numpy's ``Generator`` and ``RandomState``, ``np.random.shuffle``, ``random.shuffle``): the
+    order is an op of its own, ``irad.ops.draw_order(rng, n)`` (impure: a program draws anew at
+    each call, exactly as the user's call draws), and the result ``np.take`` of it, whose gradient
+    undoes that call's order.  NotImplemented where the library's own call applies (an int for
+    ``permutation``, a list of other objects, an axis numpy would refuse)."""
+    from . import ops as irad_ops
+    x, extra, opts = (args[0] if args else None), args[1:], dict(kwargs)
+    if isinstance(rng, np.random.Generator):
+        axis = extra[0] if extra else opts.pop("axis", 0)
+        extra = extra[1:]
+    else:
+        axis = 0
+    sequence = type(x) is list and name == "shuffle"
+    if sequence:
+        if not x or axis != 0 or not all(isinstance(v, (np.ndarray, np.generic, float, int)) for v in x) or \
+                len({np.shape(v) for v in x}) != 1:
+            return NotImplemented
+    elif type(x) is not np.ndarray or x.ndim == 0 or not isinstance(axis, (int, np.integer)) or \
+            not -x.ndim <= axis < x.ndim or (isinstance(rng, random.Random) and x.ndim > 1):
+        return NotImplemented  # (random.shuffle swaps rows of a 2-d array through views: not a permutation)
+    if extra or opts:
+        return NotImplemented
+    axis = int(axis) % np.ndim(x) if not sequence else 0
+    n = len(x) if sequence else x.shape[axis]
+    order = irad_ops.draw_order(rng, n, sequence)
+    ov = t.new_var(order, "order")
+    t.emit(irad_ops.draw_order, (t.atom(rng), const(n), const(sequence)), {}, (ov,))
+    t.track(order, ov)
+    if sequence:  # the items as one array, reordered, and back
+        taken = t.call(np.take, (t.call(np.stack, (list(x),), {}), order), {"axis": 0})
+        x[:] = [t.call(operator.getitem, (taken, i), {}) for i in range(n)]
+        return None
+    if name == "permutation":
+        return t.record(np.take, (x, order), {"axis": axis}, np.take(x, order, axis=axis))
+    before = t.before_mutation(x, "rng.shuffle")
+    x[...] = np.take(x, order, axis=axis)
+    t.rebind(x, np.take, ((before, ov), {"axis": const(axis)}))
+    return None
 
 
 # ---- numpy's internal _array_converter ------------------------------------------------------

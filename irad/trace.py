@@ -23,6 +23,7 @@ import inspect
 import math
 import operator
 import os
+import random
 import sys
 import sysconfig
 import types
@@ -44,12 +45,13 @@ from .pytree import flatten, unflatten
 from .rules import registry
 from .views import ViewTracking, by_id, member, root_of
 from .weakcache import WeakIdMap
-from .specials import (ARRAY_MUTATORS, DUNDER_BUILTINS, MUTATORS, SPECIAL, UFUNC_METHODS, callback,
-                       run_dunder_builtin, ufunc_at, vectorize_call)
+from .specials import (ARRAY_MUTATORS, DUNDER_BUILTINS, MUTATORS, RNG_REORDERS, SPECIAL, UFUNC_METHODS, callback,
+                       rng_reorder, run_dunder_builtin, ufunc_at, vectorize_call)
 
 _TRACKED_TYPES = (float, complex, np.ndarray, np.generic)
 #: containers whose methods only move references around: called natively, never recorded
 _MUTABLE_CONTAINERS = (list, dict, set, deque, bytearray, types.GeneratorType)
+_RNGS = (np.random.Generator, np.random.RandomState, random.Random)
 #: results of recorded calls that stay constants (types, functions, containers, ...)
 _UNTRACKED_RESULTS = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                       tuple, list, dict, set, frozenset, deque, range, slice, np.dtype, type(Ellipsis),
@@ -1234,6 +1236,10 @@ class Tracer(ViewTracking):
             r = alt[1](self, args, kwargs)
             if r is not NotImplemented:
                 return r
+        if fn is random.Random.shuffle and args and self.deep_tracked(args[1:2]):  # random.shuffle(l)
+            r = rng_reorder(self, args[0], "shuffle", args[1:], kwargs)
+            if r is not NotImplemented:
+                return r
         if args and registry.is_singledispatch(fn):
             cls = type(args[0])
             self.deps.add(("dispatch", fn, cls, fn.dispatch(cls)))
@@ -1432,6 +1438,10 @@ class Tracer(ViewTracking):
             return r
         if (isinstance(owner, _MUTABLE_CONTAINERS) and not impure) or member(f, _TRANSPARENT_):
             return f(*args, **kwargs)  # list.append(x) & co keep object identity
+        if isinstance(owner, _RNGS) and getattr(f, "__name__", "") in RNG_REORDERS:
+            r = rng_reorder(self, owner, f.__name__, args, kwargs)  # a gather, its order drawn at each call
+            if r is not NotImplemented:
+                return r
         if isinstance(f, (types.BuiltinMethodType, types.MethodWrapperType, types.MethodType)) and \
                 owner is not None and hasattr(type(owner), f.__name__) and \
                 (id(owner) in self.vars or isinstance(owner, (np.ndarray, np.generic, str, bytes))):
@@ -1468,7 +1478,7 @@ class Tracer(ViewTracking):
 
     def _call_read_only(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call ``f`` (code irad does not trace) with the traced arrays it is handed made read-only:
-        an update it would make in place (``rng.shuffle(y)``, a C routine overwriting its input)
+        an update it would make in place (a BLAS routine, a C routine overwriting its input)
         is a MutationError instead of an update the graph never sees."""
         if registry.lookup(f, args) is not None:  # a rule says what the call does
             return f(*args, **kwargs)
@@ -1478,8 +1488,15 @@ class Tracer(ViewTracking):
             if type(a) is np.ndarray and a.base is None and a.flags.writeable and id(a) in self.vars:
                 a.flags.writeable = False
                 locked.append(a)
-        if not locked:
+        # a list or dict holding traced values that C code reorders or refills (random.shuffle(l))
+        boxes = [(c, list(c.items()) if isinstance(c, dict) else list(c))
+                 for c in (*args, *kwargs.values()) if isinstance(c, (list, dict)) and self.deep_tracked(c)]
+        if not locked and not boxes:
             return f(*args, **kwargs)
+        if not locked:
+            r = f(*args, **kwargs)
+            self._check_boxes(f, boxes)
+            return r
         # NOTE: C code may write through the flag (Cython, Fortran): compare the bytes too
         before = [(a, a.tobytes()) for a in locked]
         try:
@@ -1494,6 +1511,7 @@ class Tracer(ViewTracking):
         for a, b in before:
             if a.tobytes() != b:
                 raise self._untraced_update(f)
+        self._check_boxes(f, boxes)
         for x in flatten(r)[0]:  # a view the call returned inherited the lock: lift it
             if type(x) is np.ndarray and not x.flags.writeable and x.base is not None and \
                     any(np.may_share_memory(x, a) for a in locked):
@@ -1526,11 +1544,21 @@ class Tracer(ViewTracking):
             f = f.f_back
         return where
 
+    def _check_boxes(self, f: Any, boxes: list[tuple[Any, list[Any]]]) -> None:
+        """A list or dict the call was handed holds the same objects, in the same order, as before."""
+        for c, was in boxes:
+            now = list(c.items()) if isinstance(c, dict) else list(c)
+            if len(now) != len(was) or any(x is not y and not (type(x) is tuple and x == y) for x, y in zip(now, was)):
+                raise MutationError(f"{registry.qualname(f)} rearranges or replaces the items of a "
+                                    f"{type(c).__name__} holding traced values (code irad does not trace)",
+                                    self._user_site(), "build a new list from the values instead, or "
+                                    "register a rule for the function")
+
     def _untraced_update(self, f: Any) -> MutationError:
         return MutationError(f"{registry.qualname(f)} updates a traced array in place (code irad does not trace, and "
                              "no rule says what the update is)", self._user_site(),
-                             "pass a copy and use its result, write the update with indexing "
-                             "(y = y[rng.permutation(len(y))] for a shuffle), or register a rule for the function")
+                             "pass a copy and use its result, write the update out of place with numpy, "
+                             "or register a rule for the function")
 
     def _array_of(self, a: Any) -> Any:
         """A user object handed to numpy: run its Python ``__array__`` traced."""
