@@ -9,13 +9,14 @@ gradient (what the pullback uses).  The graph gets one op, ``implicit_root(probl
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 import numpy as np
 
 from . import ad, hooks
 from .errors import NoRuleError
-from .ir import Const, Graph, Var, typeof
+from .ir import GUARD_PRIMS, Const, Graph, Var, typeof
 from .lower import lower
 from .rules.registry import defrule
 
@@ -31,6 +32,9 @@ class RootProblem:
         self.name = getattr(solver, "__name__", "solver")
 
     def solve(self, *theta: Any) -> float:
+        if self.options.get("fprime") is True:  # newton's method: the derivative is irad's gradient program
+            options = {**self.options, "fprime": lambda t: float(self.gradient(t, *theta)[1])}
+            return float(self.solver(lambda t: float(self.residual(t, *theta)[0]), *self.bracket, **options))
         return float(self.solver(lambda t: float(self.residual(t, *theta)[0]), *self.bracket, **self.options))
 
     def __repr__(self) -> str:
@@ -59,25 +63,55 @@ def _bwd(state: Any, tbar: Any) -> tuple[Any, ...]:
 defrule(implicit_root, _fwd, _bwd)
 
 
-def _trace_at(tracer: Any, g: Callable[..., Any], solution: Any, extra: tuple[Any, ...], name: str) -> Graph | None:
+def _trace_at(tracer: Any, g: Callable[..., Any], solution: Any, extra: tuple[Any, ...], name: str,
+              more: tuple[Any, ...] = (), call: Callable[..., Any] | None = None) -> Graph | None:
     """``g(solution, *extra)`` traced with the solution as a fresh input: the graph of ``(x, *θ)``,
     θ being the values of the enclosing trace it reads, or None when it reads none.  Its ops are
-    taken out of the enclosing trace: only the op the caller emits stands for them there."""
-    x_var = tracer.new_var(solution, "x")
-    tracer.track(solution, x_var)
+    taken out of the enclosing trace: only the op the caller emits stands for them there.
+    ``more``: further fresh inputs after ``x`` (an ODE's time: the graph is of ``(x, *more, *θ)``);
+    ``call(x, *more)``: how to call ``g`` traced, when not with ``(x, *more, *extra)``."""
+    fresh = (solution,) + tuple(more)
+    x_vars = tuple(tracer.new_var(v, "x") for v in fresh)
+    for v, var in zip(fresh, x_vars):
+        tracer.track(v, var)
     n0 = len(tracer.ops)
-    r = tracer.call(g, (solution,) + extra, {})
+    r = tracer.call(g, fresh + extra, {}) if call is None else call(*fresh)
     sub = tracer.ops[n0:]
     del tracer.ops[n0:]
     if not tracer.is_tracked(r) or not sub:
         return None
-    defined = {x_var.id} | {o.id for op in sub for o in op.outs}
+    defined = {v.id for v in x_vars} | {o.id for op in sub for o in op.outs}
     theta: list[Var] = []
     for op in sub:
         for v in op.inputs:
             if v.id not in defined and all(v.id != w.id for w in theta):
                 theta.append(v)
-    return Graph(name, (x_var,) + tuple(theta), tuple(sub), (tracer.atom(r),), None, None, ())
+    return Graph(name, x_vars + tuple(theta), tuple(sub), (tracer.atom(r),), None, None, ())
+
+
+def _hoist_guards(tracer: Any, graph: Graph, what: str) -> None:
+    """The decisions the function traced at the solution made: a guard on the unknown (``if t > 1``
+    in a residual) would hold at the solution only, and the solver evaluates elsewhere, so it is a
+    NoRuleError; a guard on what the function reads alone is put back into the enclosing trace
+    (with the ops it needs), where it guards the whole program as any branch does."""
+    on_x = {v.id for v in graph.inputs[:1]}
+    for op in graph.ops:
+        if any(v.id in on_x for v in op.inputs):
+            on_x.update(o.id for o in op.outs)
+    guards = [op for op in graph.ops if op.prim in GUARD_PRIMS]
+    for op in guards:
+        if any(v.id in on_x for v in op.inputs):
+            raise NoRuleError(f"{what}: the function it solves branches on the unknown at "
+                              f"{op.loc.long if op.loc else '?'}; irad traces it once at the solution and "
+                              "the solver evaluates it elsewhere, where the other branch may run; write the "
+                              "branch with np.where (both sides are then traced)")
+    needed = {v.id for op in guards for v in op.inputs}
+    keep = []
+    for op in reversed(graph.ops):
+        if op.prim in GUARD_PRIMS or any(o.id in needed for o in op.outs):
+            needed.update(v.id for v in op.inputs)
+            keep.append(op)
+    tracer.ops.extend(reversed(keep))
 
 
 def _derivative(tracer: Any, graph: Graph, seed: str) -> Callable[..., tuple[Any, ...]] | None:
@@ -133,11 +167,67 @@ def root_scalar_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
     graph = _trace_at(tracer, g, root * 1.0, extra, "root_residual")
     if graph is None:
         return answer(root)  # the residual reads nothing traced: the root is a constant
+    _hoist_guards(tracer, graph, f"scipy.optimize.{solver.__name__}")
     gradient = _derivative(tracer, graph, "one")
     if gradient is None:
         return NotImplemented
     problem = RootProblem(solver, (a, b), dict(kwargs), lower(graph, "root_residual").fn, gradient)
     return answer(_emit(tracer, implicit_root, problem, graph, root))
+
+
+def newton_call(tracer: Any, newton: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``newton(g, x0, fprime=None, args=(), ...)`` under a trace: Newton's method, the secant
+    method (no ``fprime``) or Halley's (``fprime2``), from a start that does not depend on traced
+    values.  A scalar start is a root of one equation (``implicit_root``), an array start
+    SciPy's elementwise vectorised solve (``implicit_vector_root``).  At run time the residual is
+    irad's program of ``(t, θ)`` and so is the derivative Newton's method uses (the user's
+    ``fprime`` reads the traced values as they were when traced); Halley's method becomes
+    Newton's.  NotImplemented (traced through as Python) for a traced start or tolerance."""
+    try:
+        bound = inspect.signature(newton).bind(*args, **kwargs)
+    except TypeError:
+        return NotImplemented
+    opts = dict(bound.arguments)
+    g, x0 = opts.pop("func"), opts.pop("x0")
+    extra = tuple(opts.pop("args", ()))
+    if not callable(g) or tracer.deep_tracked((x0, opts.get("x1"), opts.get("tol"), opts.get("rtol"))):
+        return NotImplemented
+    full = bool(opts.get("full_output", False))
+    scalar = np.ndim(x0) == 0
+    if full and not scalar:
+        return NotImplemented
+    with hooks.paused():
+        found = newton(g, x0, args=extra, **opts)
+    root, results = (found[0], found[1]) if full else (found, None)
+    derivative = opts.pop("fprime", None) is not None
+    opts.pop("fprime2", None)
+    opts.pop("full_output", None)
+    if scalar:
+        root = float(root)
+        graph = _trace_at(tracer, g, root * 1.0, extra, "root_residual")
+        if graph is None:
+            return found
+        _hoist_guards(tracer, graph, "scipy.optimize.newton")
+        gradient = _derivative(tracer, graph, "one")
+        if gradient is None:
+            return NotImplemented
+        options = {**opts, "fprime": True} if derivative else opts
+        y = _emit(tracer, implicit_root, RootProblem(newton, (x0,), options, lower(graph, "root_residual").fn,
+                                                     gradient), graph, root)
+        if results is None:
+            return y
+        results.root = y
+        return y, results
+    root = np.asarray(root, dtype=np.float64)
+    graph = _trace_at(tracer, g, root.copy(), extra, "system_residual")
+    if graph is None:
+        return found
+    _hoist_guards(tracer, graph, "scipy.optimize.newton")
+    vjp = _derivative(tracer, graph, "input")
+    if vjp is None:
+        return NotImplemented
+    problem = VectorRootProblem(newton, np.asarray(x0), opts, lower(graph, "system_residual").fn, vjp)
+    return _emit(tracer, implicit_vector_root, problem, graph, root)
 
 
 # ---- vector root finding: fsolve, root ------------------------------------------------------
@@ -206,6 +296,7 @@ def root_vector_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
     graph = _trace_at(tracer, g, x_star.copy(), extra, "system_residual")
     if graph is None:
         return found
+    _hoist_guards(tracer, graph, f"scipy.optimize.{solver.__name__}")
     vjp = _derivative(tracer, graph, "input")
     if vjp is None:
         return NotImplemented
@@ -301,6 +392,7 @@ def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ..
     graph = _trace_at(tracer, f, x_star.copy(), extra, "objective")
     if graph is None:
         return found
+    _hoist_guards(tracer, graph, "scipy.optimize.minimize")
     options = {k: v for k, v in kwargs.items() if k != "jac"}
     problem = ArgminProblem(x0, options, lower(graph, "objective").fn)
     y = _emit(tracer, implicit_argmin, problem, graph, x_star)

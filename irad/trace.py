@@ -73,6 +73,7 @@ _SOLVER_CALLS: dict[tuple[str, str], str] = {
     ("scipy.optimize._root", "root"): "solvers:root_vector_call",
     **{("scipy.optimize._zeros_py", name): "solvers:root_scalar_call"
        for name in ("brentq", "brenth", "ridder", "bisect", "toms748")},
+    ("scipy.optimize._zeros_py", "newton"): "solvers:newton_call",
 }
 #: functions whose result is real or complex depending on the values (a guard on its dtype)
 _DATA_DTYPED = frozenset({"numpy.linalg.eig", "numpy.linalg.eigvals", "scipy.linalg.sqrtm", "scipy.linalg.logm",

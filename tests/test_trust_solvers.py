@@ -35,6 +35,20 @@ CASES = {
                                                    method="bisect", xtol=1e-14).root,
     "world_array_in_residual": lambda w: so.brentq(lambda t: W_WORLD[0] * t - w[1], -10.0, 10.0) ** 2,
     "root_used_later": lambda w: np.sin(so.brentq(lambda t: t ** 3 - w[0], 0.0, 5.0)) * np.sum(w ** 2),
+    "newton_secant": lambda w: so.newton(lambda t: t ** 3 - w[0] * w[1], 1.0, tol=1e-13),
+    "newton_fprime": lambda w: so.newton(lambda t: t ** 3 - w[0] * w[1], 1.0, fprime=lambda t: 3 * t ** 2),
+    "newton_halley": lambda w: so.newton(lambda t: np.exp(t) - w[0] - w[1], 0.0, fprime=np.exp, fprime2=np.exp),
+    "newton_extra_args": lambda w: so.newton(lambda t, c: np.cos(t) - c * t, 0.5, args=(w[0],)) * w[1],
+    "newton_full_output": lambda w: so.newton(lambda t: t ** 3 - w[0], 1.0, full_output=True)[1].root * w[1],
+    "newton_array_start": lambda w: np.sum(so.newton(lambda t: t ** 3 - w, np.ones(2), tol=1e-13) * [1.0, 3.0]),
+    "newton_array_fprime": lambda w: np.sum(so.newton(lambda t: t ** 3 - w * t, np.full(2, 2.0),
+                                                      fprime=lambda t: 3 * t ** 2 - w) ** 2),
+    "root_scalar_newton": lambda w: so.root_scalar(lambda t: t ** 2 - w[0] * w[1], x0=1.0, fprime=lambda t: 2 * t,
+                                                   method="newton").root,
+    "root_scalar_secant": lambda w: so.root_scalar(lambda t: t ** 2 - w[0] * w[1], x0=1.0, x1=2.0,
+                                                   method="secant").root,
+    "root_scalar_halley": lambda w: so.root_scalar(lambda t: t ** 2 - w[0] * w[1], x0=1.0, fprime=lambda t: 2 * t,
+                                                   fprime2=lambda t: 2.0, method="halley").root,
 }
 
 
@@ -79,6 +93,40 @@ def test_a_root_where_the_residual_is_flat_is_an_error():
 
     with pytest.raises(NoRuleError, match="derivative is zero"):
         irad.grad(f)(1.0)
+
+
+def branch_on_the_unknown(t, a):
+    if t > 1.0:
+        return t ** 3 - a
+    return 2.0 * (t ** 3 - a)
+
+
+def branch_on_a_parameter(t, a):
+    if a > 8.5:
+        return t ** 3 - a
+    return 2.0 * (t ** 3 - a) + t - 2.0
+
+
+@pytest.mark.parametrize("solve", [
+    lambda g, a: so.brentq(g, 0.0, 5.0, args=(a,)),
+    lambda g, a: so.newton(g, 1.5, args=(a,)),
+    lambda g, a: so.fsolve(lambda x: np.atleast_1d(g(x[0], a)), np.full(1, 1.9))[0],
+], ids=["brentq", "newton", "fsolve"])
+def test_a_residual_that_branches_on_the_unknown_is_an_error(solve):
+    with pytest.raises(NoRuleError, match="branches on the unknown"):
+        irad.grad(lambda w: solve(branch_on_the_unknown, w[0]))(np.array([8.0]))
+
+
+def test_a_branch_on_a_parameter_guards_the_whole_program():
+    def f(w):
+        return so.brentq(branch_on_a_parameter, 0.0, 5.0, args=(w[0],)) * w[0]
+
+    vg = irad.value_and_grad(f)
+    for a in (9.0, 10.0, 8.0, 8.2, 9.5):  # crossing 8.5 takes the other branch: a retrace, never a wrong root
+        value, grad = vg(np.array([a]))
+        np.testing.assert_allclose(value, f(np.array([a])), rtol=1e-12)
+        np.testing.assert_allclose(grad, fd(f, [a]), rtol=1e-5)
+    assert vg.traces == 2
 
 
 def system3(x, w):
