@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import ad, hooks
-from .errors import NoRuleError
+from .errors import GuardError, NoRuleError
 from .ir import GUARD_PRIMS, Const, Graph, Var, typeof
 from .lower import lower
 from .rules.registry import defrule
@@ -311,18 +311,25 @@ def root_vector_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
 # ---- minimize: the argmin by the first-order conditions --------------------------------------
 
 _DERIVATIVE_FREE = frozenset({"nelder-mead", "powell", "cobyla", "cobyqa"})
+#: methods whose minimiser lies on a bound that holds it (not near it, as trust-constr's interior
+#: point does), so that which bounds are active is a clear, guardable fact ("": the default, L-BFGS-B)
+_ON_THE_BOUND = frozenset({"", "l-bfgs-b", "tnc", "slsqp", "powell", "nelder-mead", "cobyqa"})
 
 
 class ArgminProblem:
     """A minimiser of ``objective(x, *θ)`` found by ``scipy.optimize.minimize`` from a fixed start.
     At the minimiser ``∇ₓf = 0``, so ``dx*/dθ = -H⁻¹ ∂(∇ₓf)/∂θ`` with ``H`` the Hessian in ``x``;
-    both come from irad transforms of ``objective`` (an irad program, itself plain numpy code)."""
+    both come from irad transforms of ``objective`` (an irad program, itself plain numpy code).
+    With bounds, the coordinates at a bound (``active``, found when traced) stay there and the
+    rest satisfy ``∇f = 0``: the same rule on the free block.  A solve whose active set differs
+    is a GuardError: the program is traced again for it, as for a branch taken the other way."""
 
-    __slots__ = ("x0", "options", "objective", "grad_x")
+    __slots__ = ("x0", "options", "objective", "grad_x", "active")
 
-    def __init__(self, x0: Any, options: dict[str, Any], objective: Callable[..., Any]) -> None:
+    def __init__(self, x0: Any, options: dict[str, Any], objective: Callable[..., Any],
+                 active: np.ndarray | None = None) -> None:
         from .api import grad
-        self.x0, self.options, self.objective = x0, options, objective
+        self.x0, self.options, self.objective, self.active = x0, options, objective, active
         self.grad_x = grad(lambda x, *th: objective(x, *th)[0], argnums=0)
 
     def solve(self, *theta: Any) -> np.ndarray:
@@ -331,10 +338,31 @@ class ArgminProblem:
         jac = {} if method in _DERIVATIVE_FREE else \
             {"jac": lambda x: self.grad_x(np.asarray(x, dtype=np.float64), *theta)}  # irad's exact gradient
         found = minimize(lambda x: float(self.objective(x, *theta)[0]), self.x0, **jac, **self.options)
-        return np.asarray(found.x, dtype=np.float64)
+        x = np.asarray(found.x, dtype=np.float64)
+        if self.active is not None and not np.array_equal(self.active_set(x, *theta), self.active):
+            raise GuardError("scipy.optimize.minimize: another set of bounds is active at the minimiser")
+        return x
+
+    def active_set(self, x: np.ndarray, *theta: Any) -> np.ndarray:
+        return active_bounds(x, np.asarray(self.grad_x(x, *theta)), self.options["bounds"])
 
     def __repr__(self) -> str:
         return "argmin by scipy.optimize.minimize"
+
+
+def active_bounds(x: np.ndarray, gradient: np.ndarray, bounds: Any) -> np.ndarray:
+    """Which coordinates of the minimiser ``x`` a bound holds (``bounds``: ``(lo, hi)`` pairs,
+    ``None`` for none, or a ``scipy.optimize.Bounds``): near the bound, with the objective's
+    ``gradient`` pushing outward, as the first-order conditions say of an active bound.  By the
+    gradient, not by equality: interior-point methods (``trust-constr``) stop near a bound, not on it."""
+    if hasattr(bounds, "lb") and hasattr(bounds, "ub"):
+        lo, hi = (np.broadcast_to(np.asarray(b, dtype=np.float64), x.shape) for b in (bounds.lb, bounds.ub))
+    else:
+        pairs = [(-np.inf if a is None else a, np.inf if b is None else b) for a, b in bounds]
+        lo, hi = (np.asarray(c, dtype=np.float64).reshape(x.shape) for c in zip(*pairs))
+    near = 1e-6 * np.maximum(1.0, np.abs(x))
+    push = 1e-6 * max(1.0, float(np.max(np.abs(gradient), initial=0.0)))
+    return ((x - lo <= near) & (gradient > push)) | ((hi - x <= near) & (gradient < -push))
 
 
 def implicit_argmin(problem: ArgminProblem, *theta: Any) -> np.ndarray:
@@ -352,12 +380,16 @@ def _abwd(state: Any, xbar: Any) -> tuple[Any, ...]:
     problem, x, theta = state
     _, pb = vjp(lambda x_, *th: problem.grad_x(x_, *th), x, *theta)
     n = x.size
-    hess = np.stack([np.ravel(pb(np.eye(n)[i].reshape(x.shape))[0]) for i in range(n)], axis=1)
-    try:
-        lam = np.linalg.solve(hess, np.ravel(xbar)).reshape(x.shape)
-    except np.linalg.LinAlgError as e:
-        raise NoRuleError("scipy.optimize.minimize: the objective's Hessian is singular at the minimiser, so the "
-                          "argmin does not depend smoothly on what the objective reads") from e
+    free = np.flatnonzero(~problem.active.ravel()) if problem.active is not None else np.arange(n)
+    lam = np.zeros(n)
+    if free.size:
+        hess = np.stack([np.ravel(pb(np.eye(n)[i].reshape(x.shape))[0])[free] for i in free], axis=1)
+        try:  # λ on the free block, zero on coordinates held at a bound
+            lam[free] = np.linalg.solve(hess, np.ravel(xbar)[free])
+        except np.linalg.LinAlgError as e:
+            raise NoRuleError("scipy.optimize.minimize: the objective's Hessian is singular at the minimiser, so "
+                              "the argmin does not depend smoothly on what the objective reads") from e
+    lam = lam.reshape(x.shape)
     return (None,) + tuple(None if g is None else -g for g in pb(lam)[1:])
 
 
@@ -372,9 +404,13 @@ def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ..
         return NotImplemented
     f, x0 = args[:2]
     extra = tuple(args[2]) if len(args) == 3 else tuple(kwargs.pop("args", ()))
+    bounds = kwargs.get("bounds")
+    method = str(kwargs.get("method") or "").lower()
     unsupported = "a traced start" if tracer.deep_tracked(x0) else \
-        next((k for k in ("bounds", "constraints", "callback") if kwargs.get(k) is not None), None) or \
-        ("jac=True" if kwargs.get("jac") is True else None)
+        "traced bounds" if tracer.deep_tracked(bounds) or tracer.deep_tracked(getattr(bounds, "__dict__", None)) \
+        else next((k for k in ("constraints", "callback") if kwargs.get(k) not in (None, ())), None) or \
+        ("jac=True" if kwargs.get("jac") is True else None) or \
+        (f"bounds and method={method!r}" if bounds is not None and method not in _ON_THE_BOUND else None)
     with hooks.paused():
         found = minimize(f, x0, args=extra, **kwargs)
     if unsupported is not None:  # refused below if the objective reads traced values
@@ -384,9 +420,9 @@ def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ..
         del tracer.ops[n_probe:]
         if depends:
             raise NoRuleError(f"scipy.optimize.minimize with {unsupported}: its argmin depends on traced values "
-                              "the objective reads, and irad's implicit rule covers unconstrained problems "
-                              "from a constant start only; drop the bounds, or differentiate the objective "
-                              "at a fixed point instead")
+                              "the objective reads, and irad's implicit rule covers problems with constant "
+                              "bounds (or none) from a constant start only; write the constraints as a "
+                              "penalty or reparametrise, or differentiate the objective at a fixed point")
         return found
     x_star = np.asarray(found.x, dtype=np.float64)
     graph = _trace_at(tracer, f, x_star.copy(), extra, "objective")
@@ -395,6 +431,9 @@ def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ..
     _hoist_guards(tracer, graph, "scipy.optimize.minimize")
     options = {k: v for k, v in kwargs.items() if k != "jac"}
     problem = ArgminProblem(x0, options, lower(graph, "objective").fn)
+    if bounds is not None:
+        with hooks.paused():
+            problem.active = problem.active_set(x_star, *(tracer.values[v.id] for v in graph.inputs[1:]))
     y = _emit(tracer, implicit_argmin, problem, graph, x_star)
     found.x = y
     found.fun = tracer.call(f, (y,) + extra, {})  # the objective at the traced argmin (envelope theorem)

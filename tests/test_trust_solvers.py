@@ -221,21 +221,65 @@ def test_the_minimum_value_follows_the_envelope_theorem():
         np.testing.assert_allclose(grad, -np.linalg.solve(A_SPD, b), rtol=1e-6)
 
 
-def test_minimize_with_bounds_is_refused_when_the_objective_reads_traced_values():
+def box_argmin(b, lo, hi):
+    """The reference: the quadratic's minimiser in the box, by the exact gradient, to tight tolerance."""
+    return so.minimize(lambda x: 0.5 * x @ A_SPD @ x - b @ x, np.zeros(2), jac=lambda x: A_SPD @ x - b,
+                       method="L-BFGS-B", bounds=list(zip(lo, hi)), options={"gtol": 1e-14, "ftol": 1e-16}).x
+
+
+BOX_OPTIONS = {"L-BFGS-B": {"gtol": 1e-12, "ftol": 1e-15}, "TNC": {"gtol": 1e-12, "ftol": 1e-15, "xtol": 1e-14},
+               "SLSQP": {"ftol": 1e-15}, "Powell": {"xtol": 1e-12, "ftol": 1e-14},
+               "Nelder-Mead": {"xatol": 1e-12, "fatol": 1e-14, "maxiter": 5000}}
+
+
+@pytest.mark.parametrize("method", sorted(BOX_OPTIONS))
+@pytest.mark.parametrize("as_object", [False, True], ids=["pairs", "Bounds"])
+def test_argmin_in_a_box_holds_the_active_coordinates_and_retraces_when_they_change(method, as_object):
+    lo, hi = np.array([-1.0, -np.inf]), np.array([1.0, 1.0])
+    bounds = so.Bounds(lo, hi) if as_object else [(-1.0, 1.0), (None, 1.0)]
+
     def f(b):
-        res = so.minimize(lambda x: 0.5 * x @ A_SPD @ x - b @ x, np.zeros(2), method="L-BFGS-B",
-                          bounds=[(-1.0, 1.0), (-1.0, 1.0)])
+        res = so.minimize(lambda x: 0.5 * x @ A_SPD @ x - b @ x, np.zeros(2), method=method, bounds=bounds,
+                          options=BOX_OPTIONS[method])
+        return np.sum(res.x * np.array([1.0, 2.0]))
+
+    def reference(b):
+        return np.sum(box_argmin(b, lo, hi) * np.array([1.0, 2.0]))
+
+    vg = irad.value_and_grad(f)
+    # x₀ held at 1, then x₀ and x₁ free, then both held: three active sets, three programs
+    for b, traces in ((np.array([5.0, 1.0]), 1), (np.array([4.0, 1.2]), 1), (np.array([0.5, 0.4]), 2),
+                      (np.array([0.3, -0.2]), 2), (np.array([6.0, 4.0]), 3), (np.array([5.5, 3.0]), 3)):
+        value, grad = vg(b)
+        np.testing.assert_allclose(value, reference(b), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(grad, fd(reference, b), rtol=1e-5, atol=1e-7)
+        assert vg.traces == traces
+
+
+@pytest.mark.parametrize("kwargs,named", [
+    ({"method": "SLSQP", "constraints": [{"type": "ineq", "fun": lambda x: 1.0 - x[0] - x[1]}]}, "constraints"),
+    ({"method": "trust-constr", "bounds": [(-1.0, 1.0), (-1.0, 1.0)]}, "trust-constr"),
+    ({"method": "L-BFGS-B", "callback": lambda xk: None}, "callback"),
+])
+def test_minimize_options_the_rule_does_not_cover_are_refused_over_traced_values(kwargs, named):
+    def f(b):
+        res = so.minimize(lambda x: 0.5 * x @ A_SPD @ x - b @ x, np.zeros(2), **kwargs)
         return np.sum(res.x)
 
-    with pytest.raises(NoRuleError, match="bounds"):
+    with pytest.raises(NoRuleError, match=named):
         irad.grad(f)(np.array([0.5, 1.5]))
 
-    def g(x):  # an objective of constants: the bounds are fine
-        res = so.minimize(lambda z: np.sum((z - 0.5) ** 2), np.zeros(2), method="L-BFGS-B",
-                          bounds=[(-1.0, 1.0), (-1.0, 1.0)])
+
+@pytest.mark.parametrize("kwargs", [{"method": "trust-constr", "bounds": [(-1.0, 1.0), (-1.0, 1.0)]},
+                                    {"method": "SLSQP", "constraints": [{"type": "ineq", "fun": lambda z: 1.0 - z[0]}]}])
+def test_any_options_are_fine_when_the_objective_reads_only_constants(kwargs):
+    def g(x):
+        res = so.minimize(lambda z: np.sum((z - 0.5) ** 2), np.zeros(2), **kwargs)
         return np.sum(res.x) * np.sum(x ** 2)
 
+    scale = np.sum(so.minimize(lambda z: np.sum((z - 0.5) ** 2), np.zeros(2), **kwargs).x)  # ≈ 1, a constant
     vg = irad.value_and_grad(g)
-    for x in (np.array([1.0, 2.0]), np.array([0.5, -1.0])):
+    for x in (np.array([1.0, 2.0]), np.array([0.5, -1.0]), np.array([0.1, 0.3])):
         value, grad = vg(x)
-        np.testing.assert_allclose(grad, 2 * x * 1.0, rtol=1e-5)
+        np.testing.assert_allclose(grad, 2 * x * scale, rtol=1e-9)
+    assert vg.traces == 1
