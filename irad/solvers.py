@@ -21,33 +21,35 @@ from .lower import lower
 from .rules.registry import defrule
 
 class RootProblem:
-    """A scalar root of ``residual(t, *θ) = 0`` in a fixed bracket, found by a SciPy solver."""
+    """A scalar root of ``residual(t, *θ) = 0`` found by a SciPy solver from a ``start`` (a bracket
+    ``(a, b)`` or ``(x0,)``), which is an input of the op: a bracket computed from traced values
+    is the one the solver gets at each call (the root does not move with it, so no gradient)."""
 
-    __slots__ = ("solver", "bracket", "options", "residual", "gradient", "name")
+    __slots__ = ("solver", "options", "residual", "gradient", "name")
 
-    def __init__(self, solver: Callable[..., Any], bracket: tuple[float, float], options: dict[str, Any],
+    def __init__(self, solver: Callable[..., Any], options: dict[str, Any],
                  residual: Callable[..., Any], gradient: Callable[..., Any]) -> None:
-        self.solver, self.bracket, self.options = solver, bracket, options
+        self.solver, self.options = solver, options
         self.residual, self.gradient = residual, gradient
         self.name = getattr(solver, "__name__", "solver")
 
-    def solve(self, *theta: Any) -> float:
-        if self.options.get("fprime") is True:  # newton's method: the derivative is irad's gradient program
-            options = {**self.options, "fprime": lambda t: float(self.gradient(t, *theta)[1])}
-            return float(self.solver(lambda t: float(self.residual(t, *theta)[0]), *self.bracket, **options))
-        return float(self.solver(lambda t: float(self.residual(t, *theta)[0]), *self.bracket, **self.options))
+    def solve(self, start: tuple[Any, ...], *theta: Any) -> float:
+        options = self.options
+        if options.get("fprime") is True:  # newton's method: the derivative is irad's gradient program
+            options = {**options, "fprime": lambda t: float(self.gradient(t, *theta)[1])}
+        return float(self.solver(lambda t: float(self.residual(t, *theta)[0]), *start, **options))
 
     def __repr__(self) -> str:
         return f"root of a residual by scipy.optimize.{self.name}"
 
 
-def implicit_root(problem: RootProblem, *theta: Any) -> float:
-    """The root of ``problem`` at these values of what its residual reads."""
-    return problem.solve(*theta)
+def implicit_root(problem: RootProblem, start: tuple[Any, ...], *theta: Any) -> float:
+    """The root of ``problem`` from ``start`` at these values of what its residual reads."""
+    return problem.solve(start, *theta)
 
 
-def _fwd(problem: RootProblem, *theta: Any) -> tuple[float, Any]:
-    t = implicit_root(problem, *theta)
+def _fwd(problem: RootProblem, start: tuple[Any, ...], *theta: Any) -> tuple[float, Any]:
+    t = implicit_root(problem, start, *theta)
     return t, (problem, t, theta)
 
 
@@ -57,7 +59,7 @@ def _bwd(state: Any, tbar: Any) -> tuple[Any, ...]:
     if gt == 0:
         raise NoRuleError(f"scipy.optimize.{problem.name}: the residual's derivative is zero at the root "
                           f"t = {t!r}, so the root does not depend smoothly on what the residual reads")
-    return (None,) + tuple(-tbar * g / gt for g in gtheta)
+    return (None, None) + tuple(-tbar * g / gt for g in gtheta)
 
 
 defrule(implicit_root, _fwd, _bwd)
@@ -134,25 +136,28 @@ def _derivative(tracer: Any, graph: Graph, seed: str) -> Callable[..., tuple[Any
     return derivative
 
 
-def _emit(tracer: Any, fn: Callable[..., Any], problem: Any, graph: Graph, value: Any) -> Any:
-    """Record ``value = fn(problem, *θ)`` in the enclosing trace; the value user code gets."""
+def _emit(tracer: Any, fn: Callable[..., Any], problem: Any, graph: Graph, value: Any,
+          start: Any = NotImplemented) -> Any:
+    """Record ``value = fn(problem, *θ)`` (or ``fn(problem, start, *θ)``: where the solver starts,
+    as the call computed it) in the enclosing trace; the value user code gets."""
     y = value.copy() if isinstance(value, np.ndarray) else value * 1.0
     yv = tracer.new_var(y, "solution")
-    tracer.emit(fn, (Const(problem, typeof(problem)),) + tuple(graph.inputs[1:]), {}, (yv,))
+    lead = (Const(problem, typeof(problem)),) + (() if start is NotImplemented else (tracer.atom(start),))
+    tracer.emit(fn, lead + tuple(graph.inputs[1:]), {}, (yv,))
     tracer.track(y, yv)
     return y
 
 
 def root_scalar_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
-    """``solver(g, a, b, args=..., **options)`` under a trace; NotImplemented when it does not apply
-    (a traced bracket): the call then goes the ordinary way.  With ``full_output`` (what
-    ``root_scalar`` asks for) the results object's ``root`` is the traced root."""
+    """``solver(g, a, b, args=..., **options)`` under a trace; NotImplemented when it does not apply:
+    the call then goes the ordinary way.  With ``full_output`` (what ``root_scalar`` asks for) the
+    results object's ``root`` is the traced root."""
     if len(args) < 3 or len(args) > 4 or not callable(args[0]):
         return NotImplemented
     g, a, b = args[:3]
     extra = tuple(args[3]) if len(args) == 4 else tuple(kwargs.pop("args", ()))
-    if tracer.deep_tracked((a, b)):
+    if tracer.deep_tracked(tuple(kwargs.values())):  # a traced tolerance
         return NotImplemented
     full = bool(kwargs.pop("full_output", False))
     with hooks.paused():  # the root at the trace-time values, computed natively
@@ -171,18 +176,18 @@ def root_scalar_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
     gradient = _derivative(tracer, graph, "one")
     if gradient is None:
         return NotImplemented
-    problem = RootProblem(solver, (a, b), dict(kwargs), lower(graph, "root_residual").fn, gradient)
-    return answer(_emit(tracer, implicit_root, problem, graph, root))
+    problem = RootProblem(solver, dict(kwargs), lower(graph, "root_residual").fn, gradient)
+    return answer(_emit(tracer, implicit_root, problem, graph, root, (a, b)))
 
 
 def newton_call(tracer: Any, newton: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``newton(g, x0, fprime=None, args=(), ...)`` under a trace: Newton's method, the secant
-    method (no ``fprime``) or Halley's (``fprime2``), from a start that does not depend on traced
-    values.  A scalar start is a root of one equation (``implicit_root``), an array start
+    method (no ``fprime``) or Halley's (``fprime2``); the start is an input of the op (computed from
+    traced values, it is where the solver starts at each call; the root does not move with it).  A scalar start is a root of one equation (``implicit_root``), an array start
     SciPy's elementwise vectorised solve (``implicit_vector_root``).  At run time the residual is
     irad's program of ``(t, θ)`` and so is the derivative Newton's method uses (the user's
     ``fprime`` reads the traced values as they were when traced); Halley's method becomes
-    Newton's.  NotImplemented (traced through as Python) for a traced start or tolerance."""
+    Newton's.  NotImplemented (traced through as Python) for a traced ``x1`` or tolerance."""
     try:
         bound = inspect.signature(newton).bind(*args, **kwargs)
     except TypeError:
@@ -190,7 +195,7 @@ def newton_call(tracer: Any, newton: Callable[..., Any], args: tuple[Any, ...], 
     opts = dict(bound.arguments)
     g, x0 = opts.pop("func"), opts.pop("x0")
     extra = tuple(opts.pop("args", ()))
-    if not callable(g) or tracer.deep_tracked((x0, opts.get("x1"), opts.get("tol"), opts.get("rtol"))):
+    if not callable(g) or tracer.deep_tracked((opts.get("x1"), opts.get("tol"), opts.get("rtol"))):
         return NotImplemented
     full = bool(opts.get("full_output", False))
     scalar = np.ndim(x0) == 0
@@ -212,8 +217,8 @@ def newton_call(tracer: Any, newton: Callable[..., Any], args: tuple[Any, ...], 
         if gradient is None:
             return NotImplemented
         options = {**opts, "fprime": True} if derivative else opts
-        y = _emit(tracer, implicit_root, RootProblem(newton, (x0,), options, lower(graph, "root_residual").fn,
-                                                     gradient), graph, root)
+        problem = RootProblem(newton, options, lower(graph, "root_residual").fn, gradient)
+        y = _emit(tracer, implicit_root, problem, graph, root, (x0,))
         if results is None:
             return y
         results.root = y
@@ -226,39 +231,39 @@ def newton_call(tracer: Any, newton: Callable[..., Any], args: tuple[Any, ...], 
     vjp = _derivative(tracer, graph, "input")
     if vjp is None:
         return NotImplemented
-    problem = VectorRootProblem(newton, np.asarray(x0), opts, lower(graph, "system_residual").fn, vjp)
-    return _emit(tracer, implicit_vector_root, problem, graph, root)
+    problem = VectorRootProblem(newton, opts, lower(graph, "system_residual").fn, vjp)
+    return _emit(tracer, implicit_vector_root, problem, graph, root, x0)
 
 
 # ---- vector root finding: fsolve, root ------------------------------------------------------
 
 class VectorRootProblem:
     """A root of ``residual(x, *θ) = 0`` (as many equations as unknowns) found by ``fsolve`` or
-    ``root`` from a fixed start; ``vjp(x, *θ, c)`` is the residual's vector-Jacobian product."""
+    ``root`` from a start (an input of the op); ``vjp(x, *θ, c)`` is the residual's vector-Jacobian product."""
 
-    __slots__ = ("solver", "x0", "options", "residual", "vjp", "name")
+    __slots__ = ("solver", "options", "residual", "vjp", "name")
 
-    def __init__(self, solver: Callable[..., Any], x0: Any, options: dict[str, Any],
+    def __init__(self, solver: Callable[..., Any], options: dict[str, Any],
                  residual: Callable[..., Any], vjp: Callable[..., Any]) -> None:
-        self.solver, self.x0, self.options = solver, x0, options
+        self.solver, self.options = solver, options
         self.residual, self.vjp = residual, vjp
         self.name = getattr(solver, "__name__", "solver")
 
-    def solve(self, *theta: Any) -> np.ndarray:
-        found = self.solver(lambda x: self.residual(x, *theta)[0], self.x0, **self.options)
+    def solve(self, x0: Any, *theta: Any) -> np.ndarray:
+        found = self.solver(lambda x: self.residual(x, *theta)[0], x0, **self.options)
         return np.asarray(found.x if self.name == "root" else found, dtype=np.float64)
 
     def __repr__(self) -> str:
         return f"root of a system by scipy.optimize.{self.name}"
 
 
-def implicit_vector_root(problem: VectorRootProblem, *theta: Any) -> np.ndarray:
-    """The root of ``problem`` at these values of what its residual reads."""
-    return problem.solve(*theta)
+def implicit_vector_root(problem: VectorRootProblem, x0: Any, *theta: Any) -> np.ndarray:
+    """The root of ``problem`` from ``x0`` at these values of what its residual reads."""
+    return problem.solve(x0, *theta)
 
 
-def _vfwd(problem: VectorRootProblem, *theta: Any) -> tuple[np.ndarray, Any]:
-    x = implicit_vector_root(problem, *theta)
+def _vfwd(problem: VectorRootProblem, x0: Any, *theta: Any) -> tuple[np.ndarray, Any]:
+    x = implicit_vector_root(problem, x0, *theta)
     return x, (problem, x, theta)
 
 
@@ -272,7 +277,7 @@ def _vbwd(state: Any, xbar: Any) -> tuple[Any, ...]:
     except np.linalg.LinAlgError as e:
         raise NoRuleError(f"scipy.optimize.{problem.name}: the residual's Jacobian is singular at the root, so "
                           "the root does not depend smoothly on what the residual reads") from e
-    return (None,) + tuple(-g for g in problem.vjp(x, *theta, lam)[2:])
+    return (None, None) + tuple(-g for g in problem.vjp(x, *theta, lam)[2:])
 
 
 defrule(implicit_vector_root, _vfwd, _vbwd)
@@ -281,13 +286,13 @@ defrule(implicit_vector_root, _vfwd, _vbwd)
 def root_vector_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
     """``fsolve(g, x0, args=...)`` / ``root(g, x0, args=...)`` under a trace (NotImplemented when it
-    does not apply: a traced start, a Jacobian or full output asked for)."""
+    does not apply: a Jacobian or full output asked for, a traced tolerance)."""
     if len(args) < 2 or len(args) > 3 or not callable(args[0]) or kwargs.get("full_output") or \
             kwargs.get("fprime") is not None or kwargs.get("jac") not in (None, False):
         return NotImplemented
     g, x0 = args[:2]
     extra = tuple(args[2]) if len(args) == 3 else tuple(kwargs.pop("args", ()))
-    if tracer.deep_tracked(x0):
+    if tracer.deep_tracked(tuple(kwargs.values())):  # a traced tolerance
         return NotImplemented
     with hooks.paused():
         found = solver(g, x0, args=extra, **kwargs)
@@ -300,8 +305,8 @@ def root_vector_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
     vjp = _derivative(tracer, graph, "input")
     if vjp is None:
         return NotImplemented
-    problem = VectorRootProblem(solver, x0, dict(kwargs), lower(graph, "system_residual").fn, vjp)
-    y = _emit(tracer, implicit_vector_root, problem, graph, x_star)
+    problem = VectorRootProblem(solver, dict(kwargs), lower(graph, "system_residual").fn, vjp)
+    y = _emit(tracer, implicit_vector_root, problem, graph, x_star, x0)
     if is_root:
         found.x = y
         return found
@@ -317,27 +322,27 @@ _ON_THE_BOUND = frozenset({"", "l-bfgs-b", "tnc", "slsqp", "powell", "nelder-mea
 
 
 class ArgminProblem:
-    """A minimiser of ``objective(x, *θ)`` found by ``scipy.optimize.minimize`` from a fixed start.
+    """A minimiser of ``objective(x, *θ)`` found by ``scipy.optimize.minimize`` from a start (an op input).
     At the minimiser ``∇ₓf = 0``, so ``dx*/dθ = -H⁻¹ ∂(∇ₓf)/∂θ`` with ``H`` the Hessian in ``x``;
     both come from irad transforms of ``objective`` (an irad program, itself plain numpy code).
     With bounds, the coordinates at a bound (``active``, found when traced) stay there and the
     rest satisfy ``∇f = 0``: the same rule on the free block.  A solve whose active set differs
     is a GuardError: the program is traced again for it, as for a branch taken the other way."""
 
-    __slots__ = ("x0", "options", "objective", "grad_x", "active")
+    __slots__ = ("options", "objective", "grad_x", "active")
 
-    def __init__(self, x0: Any, options: dict[str, Any], objective: Callable[..., Any],
+    def __init__(self, options: dict[str, Any], objective: Callable[..., Any],
                  active: np.ndarray | None = None) -> None:
         from .api import grad
-        self.x0, self.options, self.objective, self.active = x0, options, objective, active
+        self.options, self.objective, self.active = options, objective, active
         self.grad_x = grad(lambda x, *th: objective(x, *th)[0], argnums=0)
 
-    def solve(self, *theta: Any) -> np.ndarray:
+    def solve(self, x0: Any, *theta: Any) -> np.ndarray:
         from scipy.optimize import minimize
         method = str(self.options.get("method") or "").lower()
         jac = {} if method in _DERIVATIVE_FREE else \
             {"jac": lambda x: self.grad_x(np.asarray(x, dtype=np.float64), *theta)}  # irad's exact gradient
-        found = minimize(lambda x: float(self.objective(x, *theta)[0]), self.x0, **jac, **self.options)
+        found = minimize(lambda x: float(self.objective(x, *theta)[0]), x0, **jac, **self.options)
         x = np.asarray(found.x, dtype=np.float64)
         if self.active is not None and not np.array_equal(self.active_set(x, *theta), self.active):
             raise GuardError("scipy.optimize.minimize: another set of bounds is active at the minimiser")
@@ -365,13 +370,13 @@ def active_bounds(x: np.ndarray, gradient: np.ndarray, bounds: Any) -> np.ndarra
     return ((x - lo <= near) & (gradient > push)) | ((hi - x <= near) & (gradient < -push))
 
 
-def implicit_argmin(problem: ArgminProblem, *theta: Any) -> np.ndarray:
-    """The minimiser of ``problem`` at these values of what its objective reads."""
-    return problem.solve(*theta)
+def implicit_argmin(problem: ArgminProblem, x0: Any, *theta: Any) -> np.ndarray:
+    """The minimiser of ``problem`` from ``x0`` at these values of what its objective reads."""
+    return problem.solve(x0, *theta)
 
 
-def _afwd(problem: ArgminProblem, *theta: Any) -> tuple[np.ndarray, Any]:
-    x = implicit_argmin(problem, *theta)
+def _afwd(problem: ArgminProblem, x0: Any, *theta: Any) -> tuple[np.ndarray, Any]:
+    x = implicit_argmin(problem, x0, *theta)
     return x, (problem, x, theta)
 
 
@@ -390,7 +395,7 @@ def _abwd(state: Any, xbar: Any) -> tuple[Any, ...]:
             raise NoRuleError("scipy.optimize.minimize: the objective's Hessian is singular at the minimiser, so "
                               "the argmin does not depend smoothly on what the objective reads") from e
     lam = lam.reshape(x.shape)
-    return (None,) + tuple(None if g is None else -g for g in pb(lam)[1:])
+    return (None, None) + tuple(None if g is None else -g for g in pb(lam)[1:])
 
 
 defrule(implicit_argmin, _afwd, _abwd)
@@ -398,16 +403,16 @@ defrule(implicit_argmin, _afwd, _abwd)
 
 def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``minimize(f, x0, args=..., method=..., ...)`` under a trace: the result's ``x`` is the traced
-    argmin and its ``fun`` the objective traced there (NotImplemented: a traced start, bounds or
-    constraints, or an objective that returns its gradient too)."""
+    argmin and its ``fun`` the objective traced there.  Constraints, a callback, ``jac=True``,
+    traced bounds or an interior-point method with bounds are a NoRuleError where the objective
+    reads traced values (the call is a constant otherwise)."""
     if len(args) < 2 or len(args) > 3 or not callable(args[0]):
         return NotImplemented
     f, x0 = args[:2]
     extra = tuple(args[2]) if len(args) == 3 else tuple(kwargs.pop("args", ()))
     bounds = kwargs.get("bounds")
     method = str(kwargs.get("method") or "").lower()
-    unsupported = "a traced start" if tracer.deep_tracked(x0) else \
-        "traced bounds" if tracer.deep_tracked(bounds) or tracer.deep_tracked(getattr(bounds, "__dict__", None)) \
+    unsupported = "traced bounds" if tracer.deep_tracked(bounds) or tracer.deep_tracked(getattr(bounds, "__dict__", None)) \
         else next((k for k in ("constraints", "callback") if kwargs.get(k) not in (None, ())), None) or \
         ("jac=True" if kwargs.get("jac") is True else None) or \
         (f"bounds and method={method!r}" if bounds is not None and method not in _ON_THE_BOUND else None)
@@ -421,7 +426,7 @@ def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ..
         if depends:
             raise NoRuleError(f"scipy.optimize.minimize with {unsupported}: its argmin depends on traced values "
                               "the objective reads, and irad's implicit rule covers problems with constant "
-                              "bounds (or none) from a constant start only; write the constraints as a "
+                              "bounds (or none) only; write the constraints as a "
                               "penalty or reparametrise, or differentiate the objective at a fixed point")
         return found
     x_star = np.asarray(found.x, dtype=np.float64)
@@ -430,11 +435,11 @@ def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ..
         return found
     _hoist_guards(tracer, graph, "scipy.optimize.minimize")
     options = {k: v for k, v in kwargs.items() if k != "jac"}
-    problem = ArgminProblem(x0, options, lower(graph, "objective").fn)
+    problem = ArgminProblem(options, lower(graph, "objective").fn)
     if bounds is not None:
         with hooks.paused():
             problem.active = problem.active_set(x_star, *(tracer.values[v.id] for v in graph.inputs[1:]))
-    y = _emit(tracer, implicit_argmin, problem, graph, x_star)
+    y = _emit(tracer, implicit_argmin, problem, graph, x_star, x0)
     found.x = y
     found.fun = tracer.call(f, (y,) + extra, {})  # the objective at the traced argmin (envelope theorem)
     return found

@@ -95,6 +95,43 @@ def test_a_root_where_the_residual_is_flat_is_an_error():
         irad.grad(f)(1.0)
 
 
+START_CASES = {
+    "brentq_bracket_from_parameters": lambda w: so.brentq(lambda t: t ** 3 - w[0], 0.0, 2.0 * w[0] + 1.0),
+    "bisect_bracket_from_parameters": lambda w: so.bisect(lambda t: t ** 3 - w[0] * w[1], w[0] - 5.0, 5.0 + w[1],
+                                                          xtol=1e-14),
+    "root_scalar_bracket": lambda w: so.root_scalar(lambda t: t ** 2 - w[0], bracket=[0.0, w[0] + 1.0]).root,
+    "newton_start_from_parameters": lambda w: so.newton(lambda t: t ** 3 - w[0] * w[1], w[0], tol=1e-13),
+    "newton_array_start_from_parameters": lambda w: np.sum(so.newton(lambda t: t ** 3 - w, w + 0.5, tol=1e-13)),
+    "fsolve_start_from_parameters": lambda w: np.sum(so.fsolve(lambda x: x ** 3 - w, w, xtol=1e-13) ** 2),
+    "root_start_from_parameters": lambda w: np.sum(so.root(lambda x: x ** 3 + x - w, 2.0 * w, tol=1e-13).x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(START_CASES))
+def test_a_start_or_bracket_computed_from_traced_values_is_the_one_each_call_uses(name):
+    f = START_CASES[name]
+    vg = irad.value_and_grad(f)
+    for w in (np.array([0.5, 1.5]), np.array([0.7, 1.2]), np.array([1.9, 0.8])):
+        value, grad = vg(w)
+        np.testing.assert_allclose(value, f(w), rtol=1e-7)
+        np.testing.assert_allclose(grad, fd(f, w), rtol=1e-5, atol=1e-6)
+    assert vg.traces == 1
+
+
+@pytest.mark.parametrize("method", ["BFGS", "Nelder-Mead", "L-BFGS-B"])
+def test_a_minimize_start_computed_from_traced_values(method):
+    def f(w):  # the minimiser A⁻¹w does not move with the start: the gradient is A⁻ᵀ1
+        return np.sum(so.minimize(lambda x: 0.5 * x @ A_SPD @ x - w @ x, w * 2.0, method=method,
+                                  options={"xatol": 1e-12, "fatol": 1e-14} if method == "Nelder-Mead" else {}).x)
+
+    vg = irad.value_and_grad(f)
+    for w in (np.array([0.5, 1.5]), np.array([0.7, 1.2]), np.array([1.9, 0.8])):
+        value, grad = vg(w)
+        np.testing.assert_allclose(value, np.sum(np.linalg.solve(A_SPD, w)), rtol=1e-5)
+        np.testing.assert_allclose(grad, np.linalg.solve(A_SPD.T, np.ones(2)), rtol=1e-6)
+    assert vg.traces == 1
+
+
 def branch_on_the_unknown(t, a):
     if t > 1.0:
         return t ** 3 - a
