@@ -7,7 +7,9 @@ kwargs)``); the tables at the bottom map callables (by identity) to handlers.
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
+import heapq
 import itertools
 import operator
 import random
@@ -60,10 +62,27 @@ def _explicit_default(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     return args, kwargs
 
 
+def predicate(f: Any) -> Any:
+    """``f`` as a predicate C code truth-tests (``filter``, ``takewhile``): traced, and its result's
+    truth taken by the tracer (a guard), so that the C code gets a plain bool, not a traced
+    comparison whose truth it would take natively and bake into the program."""
+    if not callable(f):
+        return f
+
+    def traced_predicate(*args: Any, **kwargs: Any) -> bool:
+        t = hooks.active_tracer()
+        if t is None:
+            return bool(f(*args, **kwargs))
+        return bool(t.truth_value(t.call(f, args, kwargs)))
+    return traced_predicate
+
+
 def _callbacks_at(fn: Any, positions: tuple[int, ...]) -> Handler:
+    wrap = predicate if any(fn is p for p in _PREDICATE_TAKERS) else callback
+
     def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         args, kwargs = _explicit_default(fn, args, kwargs)
-        args = tuple(callback(a) if i in positions else t.iterable(a) for i, a in enumerate(args))
+        args = tuple(wrap(a) if i in positions else t.iterable(a) for i, a in enumerate(args))
         if "key" in kwargs:
             kwargs = {**kwargs, "key": callback(kwargs["key"])}
         if "func" in kwargs:
@@ -78,6 +97,12 @@ def _iter_consumer(fn: Any) -> Handler:
     def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return fn(*(t.iterable(a) for a in args), **kwargs)
     return run
+
+
+def _compress(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``itertools.compress(data, selectors)``: each selector's truth taken by the tracer (guarded)."""
+    data, selectors = args if len(args) == 2 else (kwargs["data"], kwargs["selectors"])
+    return itertools.compress(t.iterable(data), [bool(t.truth_value(s)) for s in t.iterable(selectors)])
 
 
 def _hash_builder(fn: Any) -> Handler:
@@ -182,6 +207,41 @@ def _sorted(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         wrapped = [_Key(t, k, "sorted()") for k in keys]
         order = sorted(range(len(items)), key=wrapped.__getitem__, reverse=reverse)
     return [items[i] for i in order]
+
+
+#: methods of a list whose result C code decides by comparing the items
+LIST_DECISIONS = frozenset({"sort", "index", "remove", "count"})
+
+
+def list_decision(t: Tracer, items: list[Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``items.sort()``, ``.index(v)``, ``.remove(v)``, ``.count(v)`` of a list holding traced
+    values: CPython compares the items in C, natively, which would bake the trace's order (or
+    match) into the program.  Here every comparison goes through the tracer: equalities guard,
+    an order is what ``sorted`` makes of it."""
+    if name == "sort":
+        if args:
+            raise TypeError("sort() takes no positional arguments")
+        items[:] = _sorted(t, (list(items),), kwargs)
+        return None
+    v = args[0]
+
+    def equal(x: Any) -> bool:  # CPython's PyObject_RichCompare(x, v, Py_EQ), identity first
+        return x is v or bool(t.truth_value(t.compare(x, v, 2)))
+    if name == "count":
+        return sum(1 for x in list(items) if equal(x))
+    bounds = slice(*(args[1:3] or (None,)))
+    for i in range(*bounds.indices(len(items))):
+        if equal(items[i]):
+            if name == "remove":
+                del items[i]
+                return None
+            return i
+    raise ValueError(f"list.{name}(x): x not in list")
+
+
+#: C functions that reorder a list by comparing its items (heapq): refused over traced values
+HEAP_ORDERING = tuple(f for f in (getattr(heapq, n, None) for n in ("heapify", "heappush", "heappop",
+                                                                   "heapreplace", "heappushpop")) if f is not None)
 
 
 def _minmax(fn: Any) -> Handler:
@@ -546,11 +606,13 @@ _ITER_CONSUMERS = (builtins.list, builtins.tuple, builtins.enumerate, builtins.z
                    # itertools that only rearrange the items: they see the tracer's items (rows of a traced array)
                    itertools.combinations, itertools.combinations_with_replacement, itertools.permutations,
                    itertools.product, itertools.chain, itertools.islice, itertools.zip_longest,
-                   itertools.compress, itertools.cycle, itertools.tee, *([itertools.pairwise]
+                   itertools.cycle, collections.deque, itertools.tee, *([itertools.pairwise]
                                                                         if hasattr(itertools, "pairwise") else []))
 _STATIC = (builtins.isinstance, builtins.issubclass, builtins.callable, builtins.id, builtins.type,
            np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealobj, np.isscalar, np.iterable, np.result_type,
            np.can_cast, np.min_scalar_type, np.promote_types)
+#: of those, the ones that take the truth of what their callback returns
+_PREDICATE_TAKERS = (builtins.filter, itertools.filterfalse, itertools.takewhile, itertools.dropwhile)
 _CALLBACK_TAKERS: tuple[tuple[Any, tuple[int, ...]], ...] = (
     (builtins.map, (0,)), (builtins.filter, (0,)), (functools.reduce, (0,)), (itertools.starmap, (0,)),
     (itertools.filterfalse, (0,)), (itertools.takewhile, (0,)), (itertools.dropwhile, (0,)),
@@ -571,7 +633,7 @@ SPECIAL: dict[int, tuple[Any, Handler]] = _table([
     *[(f, _static(f)) for f in _STATIC],
     *[(f, _callbacks_at(f, pos)) for f, pos in _CALLBACK_TAKERS],
     *([(_ArrayConverter, _array_converter)] if _ArrayConverter is not None else []),
-    (builtins.id, _id),
+    (builtins.id, _id), (itertools.compress, _compress),
     (builtins.set, _hash_builder(builtins.set)), (builtins.frozenset, _hash_builder(builtins.frozenset)),
 ])
 

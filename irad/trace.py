@@ -45,8 +45,9 @@ from .pytree import flatten, unflatten
 from .rules import registry
 from .views import ViewTracking, by_id, member, root_of
 from .weakcache import WeakIdMap
-from .specials import (ARRAY_MUTATORS, DUNDER_BUILTINS, MUTATORS, RNG_REORDERS, SPECIAL, UFUNC_METHODS, callback,
-                       rng_reorder, run_dunder_builtin, ufunc_at, vectorize_call)
+from .specials import (ARRAY_MUTATORS, DUNDER_BUILTINS, HEAP_ORDERING, LIST_DECISIONS, MUTATORS, RNG_REORDERS,
+                       SPECIAL, UFUNC_METHODS, callback, list_decision, rng_reorder, run_dunder_builtin, ufunc_at,
+                       vectorize_call)
 
 _TRACKED_TYPES = (float, complex, np.ndarray, np.generic)
 #: containers whose methods only move references around: called natively, never recorded
@@ -92,6 +93,7 @@ _STATIC_FUNCS_ = by_id([np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealob
                          builtins.isinstance, builtins.type, builtins.id, builtins.callable, builtins.issubclass])
 _DATA_SHAPED_ = by_id(_DATA_SHAPED)
 _TRANSPARENT_ = by_id(_TRANSPARENT)
+_HEAP_ORDERING_ = by_id(HEAP_ORDERING)
 _DUNDER_BUILTINS_ = by_id(DUNDER_BUILTINS)
 
 
@@ -695,6 +697,8 @@ class Tracer(ViewTracking):
                 r = fn(a, b)
         elif self._seen(a) | self._seen(b):
             r = self.record(fn, (a, b), {}, fn(a, b))
+        elif ta is tb and ta in (list, tuple) and self.deep_tracked((a, b)):
+            r = self._compare_sequences(a, b, op & 15)
         else:
             if self._keyed and (id(a) in self._keyed or id(b) in self._keyed):  # s <= t, d == e
                 self.note_keys((), (a, b))
@@ -702,6 +706,20 @@ class Tracer(ViewTracking):
         if op & 16:
             return self.truth_value(r)
         return r
+
+    def _compare_sequences(self, a: Any, b: Any, op: int) -> bool:
+        """``a == b``, ``a < b`` & co of two lists (or tuples) holding traced values, as CPython
+        compares them (the first items that differ decide), with every item comparison made
+        through the tracer, so that each decision guards instead of being made natively in C."""
+        if op in (2, 3) and len(a) != len(b):
+            return op == 3
+        for x, y in zip(a, b):
+            if x is y or self.truth_value(self.compare(x, y, 2)):
+                continue
+            if op in (2, 3):
+                return op == 3
+            return self.truth_value(self.compare(x, y, op))
+        return hooks.COMPARES[op](len(a), len(b))
 
     def contains(self, a: Any, b: Any, invert: int) -> bool:
         if self.is_pyobject(b):
@@ -1269,9 +1287,11 @@ class Tracer(ViewTracking):
         try:
             return inst(*args, **kwargs)
         except Exception as e:
-            if outer is not None or any(i < n_vars for i in self._rebinds):
+            if outer is not None or any(i < n_vars for i in self._rebinds) or \
+                    any(not isinstance(x, _RERUNNABLE) for x in flatten((args, kwargs))[0]):
                 # inside another numpy function: that one becomes the primitive (the one the user called);
-                # a value that existed before was updated in place: that cannot be undone
+                # a value that existed before was updated in place, or an object was handed in that the
+                # attempt may have changed (np.save's file): running the call again cannot undo that
                 raise
             del self.ops[n_ops:]
             why = str(e).split("\n", 1)[0]
@@ -1413,6 +1433,11 @@ class Tracer(ViewTracking):
             args = tuple(self._array_of(a) for a in args)  # a user __array__ runs traced
         tracked = self.deep_tracked(args) or self.deep_tracked(kwargs) or self._seen(owner)
         impure = is_impure(f)
+        if type(owner) is list and getattr(f, "__name__", "") in LIST_DECISIONS and self.deep_tracked((owner, args)):
+            return list_decision(self, owner, f.__name__, args, kwargs)  # l.sort(), l.index(v): compared traced
+        if member(f, _HEAP_ORDERING_) and self.deep_tracked(args):
+            raise self.unsupported(f"heapq.{f.__name__} of traced values (C code orders them by the data)",
+                                   "use np.sort, np.argsort or np.partition, whose gradients irad knows")
         if not tracked and isinstance(owner, np.ndarray) and f.__name__ in ARRAY_MUTATORS and \
                 self.touches_traced_memory(owner):
             tracked = True
@@ -1464,7 +1489,8 @@ class Tracer(ViewTracking):
                 kwargs = {k: v for k, v in kwargs.items() if v is not _NOVALUE}
         if "out" in kwargs and kwargs["out"] is not None:
             return self._call_with_out(f, args, kwargs)
-        if tracked and _is_numpy_callable(f) and not member(f, _SEQUENCE_FUNCS_):
+        if tracked and _is_numpy_callable(f) and not member(f, _SEQUENCE_FUNCS_) and \
+                not getattr(f, "__name__", "_").startswith("_"):  # (numpy's private C helpers take tuples as such)
             args = tuple(self._as_array(a) for a in args)
         args = tuple(_instrument_callbacks(a) for a in args)
         r = self._call_read_only(f, args, kwargs)
@@ -1492,11 +1518,15 @@ class Tracer(ViewTracking):
         # a list or dict holding traced values that C code reorders or refills (random.shuffle(l))
         boxes = [(c, list(c.items()) if isinstance(c, dict) else list(c))
                  for c in (*args, *kwargs.values()) if isinstance(c, (list, dict)) and self.deep_tracked(c)]
-        if not locked and not boxes:
+        # arrays irad does not follow that the call may write a result into (an `output` buffer)
+        sinks = [(a, a.tobytes()) for a in flatten((args, kwargs))[0] if type(a) is np.ndarray and a.size and
+                 a.flags.writeable and id(a) not in self.vars] if locked or self.deep_tracked((args, kwargs)) else []
+        if not locked and not boxes and not sinks:
             return f(*args, **kwargs)
         if not locked:
             r = f(*args, **kwargs)
             self._check_boxes(f, boxes)
+            self._check_sinks(f, sinks)
             return r
         # NOTE: C code may write through the flag (Cython, Fortran): compare the bytes too
         before = [(a, a.tobytes()) for a in locked]
@@ -1513,6 +1543,7 @@ class Tracer(ViewTracking):
             if a.tobytes() != b:
                 raise self._untraced_update(f)
         self._check_boxes(f, boxes)
+        self._check_sinks(f, sinks)
         for x in flatten(r)[0]:  # a view the call returned inherited the lock: lift it
             if type(x) is np.ndarray and not x.flags.writeable and x.base is not None and \
                     any(np.may_share_memory(x, a) for a in locked):
@@ -1544,6 +1575,17 @@ class Tracer(ViewTracking):
                 break
             f = f.f_back
         return where
+
+    def _check_sinks(self, f: Any, sinks: list[tuple[np.ndarray, bytes]]) -> None:
+        """No array irad does not follow was written by a call that traced values flowed into: the
+        result C code writes into an ``output`` buffer (``scipy.ndimage``'s filters, a Cython
+        evaluator) would be a constant of the program, and carry no gradient."""
+        for a, b in sinks:
+            if a.tobytes() != b:
+                raise NoRuleError(f"{registry.qualname(f)} writes what it computes from traced values into an array "
+                                  f"irad does not follow (an output buffer), in code irad does not trace\n"
+                                  f"  at {self._user_site()}\n  register a rule for the function that calls it, "
+                                  "or compute the result with numpy functions irad has rules for")
 
     def _check_boxes(self, f: Any, boxes: list[tuple[Any, list[Any]]]) -> None:
         """A list or dict the call was handed holds the same objects, in the same order, as before."""
@@ -1876,8 +1918,9 @@ class _CallbackProbe:
                     raise
                 return a(*args, **kwargs)  # a callback of constants that irad cannot trace: it runs as before
             if self.loc is None and t.deep_tracked(r):  # where the callback computed with traced values
-                self.loc = next((op.loc for op in t.ops[n:] if op.loc is not None), None) or \
-                    getattr(getattr(a, "__code__", None), "co_qualname", "a callback")
+                locs = [op.loc for op in t.ops[n:] if op.loc is not None]  # the user's own line first
+                self.loc = next((lc for lc in locs if not lc.file.startswith(_INSTALLED_DIRS)), None) or \
+                    next(iter(locs), None) or getattr(getattr(a, "__code__", None), "co_qualname", "a callback")
             return r
         return probed
 
@@ -1888,12 +1931,13 @@ class _CallbackProbe:
             return  # the C code only handed back what a callback returned (max(key=...) & co)
         name = registry.qualname(f)
         where = self.loc.long if isinstance(self.loc, Loc) else str(self.loc)
+        site = t._user_site()
         raise NoRuleError(
             f"{name} (code irad does not trace) called back into Python, and the callback computed with "
             f"traced values (at {where}); what {name} returns depends on them through code irad cannot "
             "differentiate, so its gradient would silently be zero. Register a rule for the function you "
             "call (@irad.rrule), compute the quantity with numpy code irad traces, or call it outside the "
-            "differentiated function")
+            f"differentiated function" + (f"\n  called at {site}" if site and site not in where else ""))
 
 
 def _instrument_callbacks(a: Any) -> Any:
@@ -1905,8 +1949,10 @@ def _instrument_callbacks(a: Any) -> Any:
 
 _VIEW_ATTRS = frozenset({"T", "mT", "real", "imag"})
 #: attributes of a traced array that hand out its memory (see irad.roundtrip)
-_BUFFER_ATTRS = frozenset({"data", "ctypes"})
-_BUFFER_DESCRIPTORS = (np.ndarray.data, np.ndarray.ctypes, np.generic.data)  # (np.ma's .data is its own)
+_BUFFER_ATTRS = frozenset({"data", "ctypes", "__array_interface__", "__array_struct__"})
+_BUFFER_DESCRIPTORS = (np.ndarray.data, np.ndarray.ctypes, np.generic.data,  # (np.ma's .data is its own)
+                       np.ndarray.__array_interface__, np.ndarray.__array_struct__,
+                       np.generic.__array_interface__, np.generic.__array_struct__)
 _ARRAY_SETATTRS = frozenset({"shape", "dtype", "strides", "data", "real", "imag", "flat"})
 _DISPATCHER = type(np.cov)
 _CAPTURE = None  # irad.ops.capture, bound below (irad.ops imports nothing from here)
@@ -1940,6 +1986,9 @@ _DUNDER_UNARY = {"__neg__": "UNARY_NEGATIVE", "__pos__": "UNARY_POSITIVE", "__in
                  "__abs__": ""}  # keyed by instrumented code objects, which stay alive
 _FAST = frozenset({float, int, bool, complex, np.ndarray, np.float64, np.float32, np.int64, str, type(None)})
 _CONTAINER_FAST = frozenset({list, tuple, dict, set, str, range})
+#: what a numpy function's arguments can be for irad to run it again after a failed trace of its body
+_RERUNNABLE = (np.ndarray, np.generic, int, float, complex, str, bytes, type(None), np.dtype, type, slice,
+               type(Ellipsis), types.FunctionType, types.BuiltinFunctionType, np.ufunc, functools.partial)
 #: values that are never containers of the world (arrays read from it are live constants)
 _WORLD_SKIP = _FAST | {np.float32, np.int32, np.bool_, slice, range, types.FunctionType, types.ModuleType,
                        types.BuiltinFunctionType, type, np.ufunc, bytes}

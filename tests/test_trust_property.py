@@ -17,12 +17,14 @@ Crossings irad refuses today may get a rule tomorrow (quad, odeint: the property
 from __future__ import annotations
 
 import array
+import collections
 import copy
 import ctypes
 import decimal
 import fractions
 import functools
 import heapq
+import io
 import itertools
 import math
 import operator
@@ -45,6 +47,7 @@ from irad.testing import numerical_vjp
 si = pytest.importorskip("scipy.integrate")
 sinterp = pytest.importorskip("scipy.interpolate")
 sl = pytest.importorskip("scipy.linalg")
+sndi = pytest.importorskip("scipy.ndimage")
 so = pytest.importorskip("scipy.optimize")
 ssig = pytest.importorskip("scipy.signal")
 ssp = pytest.importorskip("scipy.special")
@@ -99,6 +102,38 @@ def _decayed(v: Any) -> Any:
     """y(1) of y' = -v[0] y, y(0) = 1, integrated by C code calling back into Python."""
     ts = np.array([0.0, 1.0])
     return si.odeint(lambda y, t: -flat(v)[0] * y, 1.0, ts, rtol=1e-11, atol=1e-12)[-1, 0]
+
+
+def _list_sorted(v: Any) -> Any:
+    items = list(flat(v))
+    items.sort()
+    return np.array(items)
+
+
+def _without_max(v: Any) -> Any:
+    items = list(flat(v))
+    items.remove(max(items))
+    return np.array(items)
+
+
+def _heapified(v: Any) -> Any:
+    items = list(flat(v))
+    heapq.heapify(items)
+    return np.array(items)
+
+
+def _saved_and_loaded(v: Any) -> Any:
+    buf = io.BytesIO()
+    np.save(buf, v)
+    buf.seek(0)
+    return np.load(buf)
+
+
+class _Interface:
+    """An object that hands numpy an array's memory by pointer (``__array_interface__``)."""
+
+    def __init__(self, a: Any) -> None:
+        self.__array_interface__ = a.__array_interface__
 
 
 def _spd(v: Any) -> Any:
@@ -162,6 +197,26 @@ CROSSINGS = [
     Crossing("interp1d", lambda v: sinterp.interp1d(np.arange(v.size), flat(v))(np.array([0.25, 0.5 * v.size - 0.5])),
              r"interp1d|interp", min_size=2),
     Crossing("stats_rankdata", lambda v: sst.rankdata(flat(v)) * flat(v), r"rankdata", smooth=separated),
+    # C code that takes decisions on traced values: each one guards (or is refused)
+    Crossing("filter_lambda", lambda v: sum(filter(lambda t: t > 0.1, flat(v)), 0.0 * flat(v)[0]) * v,
+             r"filter", smooth=lambda v: bool(np.min(np.abs(flat(v) - 0.1)) > 1e-3)),
+    Crossing("takewhile_dropwhile", lambda v: np.array(list(itertools.takewhile(lambda t: t < 0.5, flat(v))) +
+                                                       list(itertools.dropwhile(lambda t: t < 0.5, flat(v)))),
+             r"takewhile|dropwhile", smooth=lambda v: bool(np.min(np.abs(flat(v) - 0.5)) > 1e-3)),
+    Crossing("compress", lambda v: np.array(list(itertools.compress(flat(v), [t > 0.0 for t in flat(v)])) + [1.0]),
+             r"compress", smooth=lambda v: bool(np.min(np.abs(flat(v))) > 1e-3)),
+    Crossing("list_sort", _list_sorted, r"sorted|sort", smooth=separated),
+    Crossing("list_remove_max", _without_max, r"max|remove", min_size=2, smooth=separated),
+    Crossing("list_equality", lambda v: v * 2.0 if list(flat(v)[:1]) == [0.25] else v * 3.0, r"=="),
+    Crossing("heapify", _heapified, r"heap", smooth=separated),
+    Crossing("deque", lambda v: np.array(list(collections.deque(flat(v)))), r"deque"),
+    # C code that reads traced memory or writes a result where irad does not follow
+    Crossing("ndimage_filter", lambda v: sndi.uniform_filter1d(flat(v), 3), r"uniform_filter1d|output buffer"),
+    Crossing("cubic_spline", lambda v: sinterp.CubicSpline(np.arange(v.size), flat(v))(np.array([0.5])),
+             r"gtsv|evaluate|output buffer", min_size=3),
+    Crossing("save_load", _saved_and_loaded, r"nditer|save|load"),
+    Crossing("array_interface", lambda v: np.asarray(_Interface(v * 1.0)), r"__array_interface__"),
+    Crossing("char_mod", lambda v: np.char.mod("%.17g", np.atleast_1d(v)).astype(np.float64), r"_vec_string|opaque"),
 ]
 
 
