@@ -72,6 +72,9 @@ _SOLVER_CALLS: dict[tuple[str, str], str] = {
     ("scipy.optimize._minimize", "minimize"): "solvers:minimize_call",
     ("scipy.optimize._minpack_py", "fsolve"): "solvers:root_vector_call",
     ("scipy.optimize._root", "root"): "solvers:root_vector_call",
+    ("scipy.integrate._quadpack_py", "quad"): "quadrature:quad_call",
+    ("scipy.integrate._quad_vec", "quad_vec"): "quadrature:quad_vec_call",
+    ("scipy.integrate._quadpack_py", "nquad"): "quadrature:nquad_call",  # dblquad, tplquad call it
     **{("scipy.optimize._zeros_py", name): "solvers:root_scalar_call"
        for name in ("brentq", "brenth", "ridder", "bisect", "toms748")},
     ("scipy.optimize._zeros_py", "newton"): "solvers:newton_call",
