@@ -19,8 +19,10 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "VECL
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -50,19 +52,31 @@ def measure(repeat: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def child(checkout: Path, repeat: int) -> dict[str, dict[str, float]]:
-    """``measure`` in a fresh process importing irad from ``checkout``."""
-    # NOTE: irad (and its top-level helpers) from the checkout; this file by its path, since an
-    # older checkout has no benchmarks/tracecost.py (benchmarks/workloads.py is the same in both)
-    code = ("import importlib.util, json, sys; sys.path.insert(0, sys.argv[1]); import irad; "
+def _staged(checkout: Path, into: Path) -> Path:
+    """``checkout``'s irad laid out as installed (``passes/`` is the package ``irad.passes``, see
+    pyproject's ``package-dir``), so that a child can import it without the editable install's
+    finder, which maps ``irad.passes`` to this checkout's whatever ``irad`` is."""
+    dest = into / checkout.name
+    shutil.copytree(checkout / "irad", dest / "irad", ignore=shutil.ignore_patterns("__pycache__"))
+    if (checkout / "passes").is_dir():
+        shutil.copytree(checkout / "passes", dest / "irad" / "passes", ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def child(staged: Path, repeat: int) -> dict[str, dict[str, float]]:
+    """``measure`` in a fresh process importing irad from ``staged`` (see ``_staged``)."""
+    code = ("import importlib.util, json, sys; "
+            "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in type(f).__module__.lower()]; "
+            "sys.path.insert(0, sys.argv[1]); import irad; "
             "assert irad.__file__.startswith(sys.argv[1]), irad.__file__; "
+            "sys.path.insert(1, sys.argv[4]); "
             "spec = importlib.util.spec_from_file_location('tracecost', sys.argv[2]); "
             "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
             "print(json.dumps(m.measure(int(sys.argv[3]))))")
-    done = subprocess.run([sys.executable, "-c", code, str(checkout), __file__, str(repeat)],
+    done = subprocess.run([sys.executable, "-c", code, str(staged), __file__, str(repeat), str(ROOT)],
                           capture_output=True, text=True)
     if done.returncode:
-        raise RuntimeError(f"measuring {checkout} failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"measuring {staged} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -77,12 +91,14 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name:12s} trace {r['trace_ms']:8.2f} ms   first call {r['first_ms']:8.2f} ms")
         return
     best: dict[str, dict[str, dict[str, float]]] = {"old": {}, "new": {}}
-    for _ in range(opts.rounds):  # alternate, so that both see the same load
-        for label, where in (("old", opts.against), ("new", ROOT)):
-            for name, r in child(where, opts.repeat).items():
-                b = best[label].setdefault(name, dict(r))
-                for k, v in r.items():
-                    b[k] = min(b[k], v)
+    with tempfile.TemporaryDirectory() as tmp:
+        old, new = _staged(opts.against, Path(tmp) / "old"), _staged(ROOT, Path(tmp) / "new")
+        for _ in range(opts.rounds):  # alternate, so that both see the same load
+            for label, where in (("old", old), ("new", new)):
+                for name, r in child(where, opts.repeat).items():
+                    b = best[label].setdefault(name, dict(r))
+                    for k, v in r.items():
+                        b[k] = min(b[k], v)
     print("| workload | trace old (ms) | trace new (ms) | new/old | first call old (ms) | first call new (ms) | new/old |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, new in best["new"].items():

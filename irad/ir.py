@@ -208,13 +208,16 @@ class Loc:
     file: str
     line: int
     func: str = ""
+    #: the library code traced through that made it (``shorten (textwrap.py:349)``), when not the user's
+    inner: str = ""
 
     def __str__(self) -> str:
         return f"{os.path.basename(self.file)}:{self.line}"
 
     @property
     def long(self) -> str:
-        return f"{self.func} ({self.file}:{self.line})" if self.func else f"{self.file}:{self.line}"
+        at = f"{self.func} ({self.file}:{self.line})" if self.func else f"{self.file}:{self.line}"
+        return f"{at}, in {self.inner}" if self.inner else at
 
 
 @dataclass(frozen=True, init=False)

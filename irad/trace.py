@@ -399,14 +399,18 @@ class Tracer(ViewTracking):
 
     def loc(self) -> Loc | None:
         f = self._user_frame()
-        # numpy code traced through (a function without a rule) and irad's own written-out helpers
-        # report the user's call site
-        while f is not None and f.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        # library code traced through (numpy's or SciPy's Python, the stdlib, irad's own written-out
+        # helpers) reports the user's call site, what an error or a dump should point at, and the
+        # library's line as the inner one
+        inner = None
+        while f is not None and f.f_code.co_filename.startswith(_INSTALLED_DIRS):
             g = f.f_back
             while g is not None and id(g.f_code) not in INSTRUMENTED:
                 g = g.f_back
             if g is None:
                 break
+            if inner is None and not f.f_code.co_filename.startswith(_LIBRARY_DIRS):
+                inner = f  # (numpy's and irad's own lines say nothing the user can act on)
             f = g
         if f is None:
             return None
@@ -415,9 +419,12 @@ class Tracer(ViewTracking):
         if per_line is None:
             per_line = {}
             _LOCS[code] = per_line
-        loc = per_line.get(line)
+        key = line if inner is None else (line, inner.f_code.co_filename, inner.f_lineno)
+        loc = per_line.get(key)
         if loc is None:
-            loc = per_line[line] = Loc(code.co_filename, line, code.co_qualname)
+            where = "" if inner is None else \
+                f"{inner.f_code.co_qualname} ({os.path.basename(inner.f_code.co_filename)}:{inner.f_lineno})"
+            loc = per_line[key] = Loc(code.co_filename, line, code.co_qualname, where)
         return loc
 
     def emit(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], outs: tuple[Var, ...],
@@ -1978,7 +1985,7 @@ _LRU_WRAPPER = type(functools.lru_cache(lambda: None))
 _MOD = hooks._NAMES.index("mod")
 _OP_NAMES = [registry.qualname(f) for f in hooks.OUT_OF_PLACE]
 #: code object -> line -> Loc; by identity and weakly (a dead code's id is reused by the next)
-_LOCS: WeakIdMap[types.CodeType, dict[int, Loc]] = WeakIdMap()
+_LOCS: WeakIdMap[types.CodeType, dict[Any, Loc]] = WeakIdMap()
 _NO_DUNDER = object()
 _DUNDER_BINOPS = {f"__{n.rstrip('_')}__": k for k, n in enumerate(hooks._NAMES)} | \
     {f"__i{n.rstrip('_')}__": k + hooks.N_BINOPS for k, n in enumerate(hooks._NAMES)}

@@ -135,10 +135,11 @@ def _owned(fn: Any) -> bool:
 
 def _qualname(fn: Any) -> str:
     if isinstance(fn, np.ufunc):
-        special = sys.modules.get("scipy.special")
-        if getattr(np, fn.__name__, None) is not fn and special is not None and \
-                getattr(special, fn.__name__, None) is fn:
-            return f"scipy.special.{fn.__name__}"
+        if getattr(np, fn.__name__, None) is not fn:
+            for where in ("scipy.special", "scipy.special._ufuncs"):  # (its private ufuncs: _zeta, _lambertw)
+                mod = sys.modules.get(where)
+                if mod is not None and getattr(mod, fn.__name__, None) is fn:
+                    return f"{where}.{fn.__name__}"
         return f"numpy.{fn.__name__}"
     if isinstance(fn, types.BuiltinMethodType) and fn.__self__ is not None and not isinstance(fn.__self__, types.ModuleType):
         owner = fn.__self__
