@@ -153,6 +153,13 @@ def _qualname(fn: Any) -> str:
     objclass = getattr(fn, "__objclass__", None)
     if objclass is not None:
         return f"{qualname(objclass)}.{fn.__name__}"
+    if type(fn).__name__ == "fortran":  # an f2py routine (its __name__ is "function dgetrf")
+        short = str(getattr(fn, "__name__", "")).split()[-1]
+        for where in ("scipy.linalg.lapack", "scipy.linalg.blas"):
+            mod_ = sys.modules.get(where)
+            if mod_ is not None and getattr(mod_, short, None) is fn:
+                return f"{where}.{short}"
+        return short
     mod = getattr(fn, "__module__", None) or ""
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     if mod in ("_operator", "builtins", "__builtin__"):
