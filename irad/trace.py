@@ -72,6 +72,8 @@ _SOLVER_CALLS: dict[tuple[str, str], str] = {
     ("scipy.optimize._minimize", "minimize"): "solvers:minimize_call",
     ("scipy.optimize._minpack_py", "fsolve"): "solvers:root_vector_call",
     ("scipy.optimize._root", "root"): "solvers:root_vector_call",
+    ("scipy.integrate._odepack_py", "odeint"): "odes:odeint_call",
+    ("scipy.integrate._ivp.ivp", "solve_ivp"): "odes:solve_ivp_call",
     ("scipy.integrate._quadpack_py", "quad"): "quadrature:quad_call",
     ("scipy.integrate._quad_vec", "quad_vec"): "quadrature:quad_vec_call",
     ("scipy.integrate._quadpack_py", "nquad"): "quadrature:nquad_call",  # dblquad, tplquad call it
