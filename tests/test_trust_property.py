@@ -301,7 +301,10 @@ def check(p: Program, seed: int) -> str:
         np.testing.assert_allclose(grad, fd, rtol=max(tol, 1e-5), atol=tol,
                                    err_msg=f"{p}: gradient of call {call + 1} against finite differences")
         outcomes.append("agrees")
-    assert len(set(outcomes)) == 1, f"{p}: refused on some calls only: {outcomes}"
+    if not any(c.smooth is not None for c in p.crossings):
+        # (a crossing that decides on the data, compress or sorted, may take another path on a later
+        # call, one the other crossing does not reach: then a refusal on one call only is right)
+        assert len(set(outcomes)) == 1, f"{p}: refused on some calls only: {outcomes}"
     return outcomes[0]
 
 
