@@ -36,7 +36,7 @@ from . import hooks
 from .errors import GuardError, NoRuleError, UnsupportedError
 from .ir import Const, Graph, Var, is_differentiable, typeof
 from .lower import lower
-from .quadrature import _from_inputs, _kept_outside, _steps
+from .quadrature import _from_inputs, _kept_outside, _steps, first_reaching
 from .rules import registry
 from .rules.registry import defrule
 from .solvers import _derivative, _trace_at
@@ -369,14 +369,7 @@ def _jump(graph: Graph, moving: tuple[bool, ...]) -> str | None:
                 s.update(o.id for o in op.outs)
         if op.outs and (dy or (dt and dth)) and _steps(op):
             candidates.append(op)
-    useful = {o.id for o in graph.outputs if isinstance(o, Var)}
-    for op in reversed(graph.ops):
-        if any(o.id in useful for o in op.outs):
-            useful.update(v.id for v in op.inputs)
-    for op in candidates:
-        if any(o.id in useful for o in op.outs):
-            return f"{op.prim} at {op.loc.long if op.loc else '?'}"
-    return None
+    return first_reaching(graph, candidates)
 
 
 def _checked_field(tracer: Any, name: str, graph: Graph) -> tuple[bool, ...]:

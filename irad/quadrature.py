@@ -306,11 +306,15 @@ def _moving_jump(graph: Graph, float_theta: tuple[bool, ...]) -> str | None:
             on_theta.update(o.id for o in op.outs)
         if dx and dt and op.outs and _steps(op):
             candidates.append(op)
+    return first_reaching(graph, candidates, {v.id for op in graph.ops if op.prim in GUARD_PRIMS for v in op.inputs})
+
+
+def first_reaching(graph: Graph, candidates: list[Any], sinks: frozenset[int] | set[int] = frozenset()) -> str | None:
+    """Where the first of ``candidates`` (ops of ``graph``) is whose result reaches the graph's
+    outputs (or ``sinks``, var ids), for an error message; None when none does."""
     if not candidates:
         return None
-    sinks = {o.id for o in graph.outputs if isinstance(o, Var)} | \
-        {v.id for op in graph.ops if op.prim in GUARD_PRIMS for v in op.inputs}
-    useful = set(sinks)
+    useful = {o.id for o in graph.outputs if isinstance(o, Var)} | set(sinks)
     for op in reversed(graph.ops):
         if any(o.id in useful for o in op.outs):
             useful.update(v.id for v in op.inputs)
