@@ -431,6 +431,14 @@ def chart(results: list[dict[str, Any]], cs: list[Contender], path: str) -> None
     plt.close(fig)
 
 
+def kept_section(path: Path, name: str) -> str:
+    """The ``<!-- name -->`` ... ``<!-- /name -->`` block of ``path`` (another tool writes it, e.g.
+    ``benchmarks.tracecost``), to keep at the end of the report; "" when there is none."""
+    old = path.read_text() if path.exists() else ""
+    start, end = old.find(f"<!-- {name} -->"), old.find(f"<!-- /{name} -->")
+    return "\n" + old[start:end + len(f"<!-- /{name} -->")] + "\n" if 0 <= start < end else ""
+
+
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(prog="python -m benchmarks")
     ap.add_argument("--quick", action="store_true", help="check that every workload runs and agrees, untimed")
@@ -470,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         chart(results, cs, png)
     text = report(results, cs, notices, tc, extras, png)
     if ns.markdown:
-        Path(ns.markdown).write_text(text)
+        Path(ns.markdown).write_text(text + kept_section(Path(ns.markdown), "tracecost"))
         print(f"wrote {ns.markdown}" + (f" and {png}" if png else ""))
     else:
         print(text)

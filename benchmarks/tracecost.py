@@ -1,4 +1,4 @@
-"""``python -m benchmarks.tracecost [--rounds N] [--against DIR]``: what tracing costs.
+"""``python -m benchmarks.tracecost [--rounds N] [--against DIR [--markdown FILE]]``: what tracing costs.
 
 For every workload (``workloads.py``): the time of ``irad.trace(f, *args)`` (the tracer alone, with
 its boundary checks: world dependencies, read-only arrays and byte compares around rule-less C
@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--against", type=Path, default=None, help="another irad checkout (the 'before')")
+    ap.add_argument("--markdown", type=Path, default=None,
+                    help="write the comparison as the <!-- tracecost --> section of this file (docs/benchmarks.md)")
+    ap.add_argument("--label", default="", help="what the older checkout is, for the report")
     opts = ap.parse_args(argv)
     if opts.against is None:
         for name, r in measure(opts.repeat).items():
@@ -99,12 +102,30 @@ def main(argv: list[str] | None = None) -> None:
                     b = best[label].setdefault(name, dict(r))
                     for k, v in r.items():
                         b[k] = min(b[k], v)
-    print("| workload | trace old (ms) | trace new (ms) | new/old | first call old (ms) | first call new (ms) | new/old |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    rows = ["| workload | trace old (ms) | trace new (ms) | new/old | first call old (ms) | first call new (ms) "
+            "| new/old |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name, new in best["new"].items():
         old = best["old"][name]
-        print(f"| {name} | {old['trace_ms']:.2f} | {new['trace_ms']:.2f} | {new['trace_ms'] / old['trace_ms']:.2f} | "
-              f"{old['first_ms']:.1f} | {new['first_ms']:.1f} | {new['first_ms'] / old['first_ms']:.2f} |")
+        rows.append(f"| {name} | {old['trace_ms']:.2f} | {new['trace_ms']:.2f} | "
+                    f"{new['trace_ms'] / old['trace_ms']:.2f} | {old['first_ms']:.1f} | {new['first_ms']:.1f} | "
+                    f"{new['first_ms'] / old['first_ms']:.2f} |")
+    print("\n".join(rows))
+    if opts.markdown is not None:
+        section = "\n".join([
+            "<!-- tracecost -->", "## What tracing costs, against an older checkout", "",
+            f"Written by `python -m benchmarks.tracecost --rounds {opts.rounds} --repeat {opts.repeat} --against "
+            f"OLD --markdown docs/benchmarks.md` (OLD: {opts.label or 'an older checkout'}); the two run alternately "
+            "in child processes, best of all their calls. *trace*: `irad.trace(f, *args)`, the tracer with "
+            "its boundary checks; *first call*: a new `irad.value_and_grad(f)`'s first call (trace, "
+            "differentiate, optimise, lower, run). Ratios only: the machine is shared.", "", *rows,
+            "<!-- /tracecost -->"])
+        text = opts.markdown.read_text() if opts.markdown.exists() else ""
+        start, end = text.find("<!-- tracecost -->"), text.find("<!-- /tracecost -->")
+        if 0 <= start < end:
+            text = text[:start] + section + text[end + len("<!-- /tracecost -->"):]
+        else:
+            text = text.rstrip("\n") + "\n\n" + section + "\n"
+        opts.markdown.write_text(text)
 
 
 if __name__ == "__main__":
