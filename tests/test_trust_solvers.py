@@ -320,3 +320,30 @@ def test_any_options_are_fine_when_the_objective_reads_only_constants(kwargs):
         value, grad = vg(x)
         np.testing.assert_allclose(grad, 2 * x * scale, rtol=1e-9)
     assert vg.traces == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["brentq_cube_root", "newton_secant", "newton_array_start", "root_scalar_brentq"])
+def test_solver_gradients_keep_the_argument_dtype(name, dtype):
+    f = CASES[name]
+    vg = irad.value_and_grad(f)
+    for w in (np.array([0.5, 1.5], dtype=dtype), np.array([0.7, 1.2], dtype=dtype)):
+        value, grad = vg(w)
+        assert grad.dtype == dtype
+        np.testing.assert_allclose(grad, fd(f, w), rtol=1e-5 if dtype is np.float64 else 1e-4, atol=1e-6)
+    assert vg.traces == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_argmin_gradient_keeps_the_argument_dtype(dtype):
+    def f(w):  # x* solves 2(x - w) + 4x³ = 0, so dx*/dw = 2 / (2 + 12 x*²)
+        return np.sum(so.minimize(lambda x: np.sum((x - w) ** 2) + np.sum(x ** 4), np.zeros(2), method="BFGS",
+                                  options={"gtol": 1e-10}).x)
+
+    vg = irad.value_and_grad(f)
+    for w in (np.array([0.9, 1.1], dtype=dtype), np.array([-0.4, 2.0], dtype=dtype)):
+        value, grad = vg(w)
+        xs = np.array([so.brentq(lambda x: 2 * (x - c) + 4 * x ** 3, -5.0, 5.0) for c in w.astype(np.float64)])
+        assert grad.dtype == dtype
+        np.testing.assert_allclose(grad, 2 / (2 + 12 * xs ** 2), rtol=1e-5)
+    assert vg.traces == 1
