@@ -36,7 +36,7 @@ from . import hooks
 from .errors import GuardError, NoRuleError, UnsupportedError
 from .ir import Const, Graph, Var, is_differentiable, typeof
 from .lower import lower
-from .quadrature import _from_inputs, _kept_outside, _steps, first_reaching
+from .quadrature import _bind, _from_inputs, _steps, first_reaching
 from .rules import registry
 from .rules.registry import defrule
 from .solvers import _derivative, _trace_at
@@ -241,15 +241,6 @@ defrule(ivp_solution, _ivp_fwd, _ivp_bwd)
 
 # ---- the tracer's handlers ----------------------------------------------------------------------
 
-def _bind(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        ba = inspect.signature(f).bind(*args, **kwargs)
-    except TypeError:
-        return None  # SciPy says what is wrong, on the ordinary path
-    ba.apply_defaults()
-    return dict(ba.arguments)
-
-
 def _float_vector(tracer: Any, x: Any) -> Any:
     """``x`` as a 1-d float64 array: traced when it carries traced values, else a constant of irad's."""
     if tracer.deep_tracked(x):
@@ -318,37 +309,15 @@ def _field_graph(tracer: Any, name: str, call: Callable[..., Any], y0: Any, t0: 
     ``t`` is a float64 scalar, so that ``t < 0.5`` is data (``np.where`` of it stays a branch-free
     field) and only ``if t < 0.5`` guards."""
     def traced(y: np.ndarray, t: Any) -> Any:
-        n0, k0, n_attr, before = len(tracer.ops), len(tracer.keep), len(tracer.attr_writes), dict(tracer.vars)
+        n0 = len(tracer.ops)
         r = _rate(tracer, call(y, t), y)
         if not _active(tracer, tracer.ops[n0:], r):  # a field of constants: y' = c still flows y₀ and t
             r = tracer.call(operator.add, (r, tracer.call(operator.mul, (y, 0.0), {})), {})
-        defined = {tracer.vars[id(y)].id, tracer.vars[id(t)].id} | {o.id for op in tracer.ops[n0:] for o in op.outs}
-        effect = _effect(tracer, before, n_attr, k0, defined)
-        if effect is not None:
-            loc = tracer.loc()
-            raise UnsupportedError(f"{name}: the vector field {effect}, but irad traces it once and the solver "
-                                   "calls it many times", loc.long if loc else "",
-                                   "make the vector field a pure function of (y, t) and what it reads, and compute "
-                                   "what else you need outside the solver call")
         return r
     graph = _trace_at(tracer, None, np.array(y0, dtype=np.float64), (), "vector_field", more=(np.float64(t0),),
-                      call=traced)
+                      call=traced, what=f"{name}: the vector field")
     assert graph is not None  # the field's value depends on y
     return graph
-
-
-def _effect(tracer: Any, before: dict[int, Any], n_attr: int, k0: int, defined: set[int]) -> str | None:
-    """What the vector field's trace did besides computing its value (as ``quadrature`` asks of an
-    integrand): set an attribute, update an array in place, keep a value it computed outside
-    itself (a list, a cell); that would follow the trace point, not the solver's calls."""
-    world = {id(c.value) for c in getattr(tracer, "_live", {}).values()}
-    if len(tracer.attr_writes) != n_attr:
-        return "sets an attribute"
-    if any(tracer.vars.get(k) is not v for k, v in before.items()) or \
-            any(k in world and v.id in defined for k, v in tracer.vars.items()):
-        return "updates an array in place"
-    kept = _kept_outside(tracer, k0, defined)
-    return None if kept is None else f"keeps a value it computed in a {kept}"
 
 
 def _jump(graph: Graph, moving: tuple[bool, ...]) -> str | None:

@@ -33,7 +33,7 @@ from .errors import GuardError, IradError, NoRuleError, UnsupportedError
 from .ir import GUARD_PRIMS, Const, Graph, OpaqueT, Var, typeof
 from .lower import lower
 from .rules.registry import defrule
-from .solvers import _derivative
+from .solvers import _derivative, callback_effect, refuse_effects
 
 #: quad's weights whose weight function is known in closed form at the limits (``wvar`` = ω)
 _TRIG_WEIGHTS = {"cos": np.cos, "sin": np.sin}
@@ -191,7 +191,7 @@ def _trace_integrand(tracer: Any, g: Callable[..., Any], x0: float, extra: tuple
     x = np.float64(x0)  # NOTE: a numpy scalar, so that `x < c` is data (np.where), not a guard
     x_var = tracer.new_var(x, "x")
     tracer.track(x, x_var)
-    before, n_attr, k0 = dict(tracer.vars), len(tracer.attr_writes), len(tracer.keep)
+    before, n_attr = dict(tracer.vars), len(tracer.attr_writes)
     n0 = len(tracer.ops)
     r = tracer.call(g, (x,) + extra, {})
     out = tracer.atom(r)
@@ -203,76 +203,14 @@ def _trace_integrand(tracer: Any, g: Callable[..., Any], x0: float, extra: tuple
     defined = {x_var.id} | {o.id for op in sub for o in op.outs}
     # NOTE: the integrand runs once here and many times in the integrator: an effect cannot follow,
     # and a value it leaves behind (its Var defined in the subgraph only) would be the trace point's
-    world = {id(c.value) for c in getattr(tracer, "_live", {}).values()}
-    effect = "sets an attribute" if len(tracer.attr_writes) != n_attr else \
-        "updates an array in place" if any(tracer.vars.get(k) is not v for k, v in before.items()) or \
-        any(k in world and v.id in defined for k, v in tracer.vars.items()) else None
-    if effect is None:
-        kept = _kept_outside(tracer, k0, defined)
-        effect = None if kept is None else f"keeps a value it computed in a {kept}"
-    if effect is not None:
-        loc = tracer.loc()
-        raise UnsupportedError(f"scipy.integrate.{name}: the integrand {effect}, but irad traces it once and the "
-                               "integrator calls it many times", loc.long if loc else "",
-                               "make the integrand a pure function of x and what it reads, and compute what "
-                               "else you need outside the quad call")
+    # (a later use of one is refused when the graph is built: Tracer.confine)
+    tracer.confine(sub, (x_var,), f"scipy.integrate.{name}: the integrand")
+    refuse_effects(tracer, f"scipy.integrate.{name}: the integrand", callback_effect(tracer, before, n_attr, defined))
     theta: list[Var] = []
     for v in [v for op in sub for v in op.inputs] + ([out] if isinstance(out, Var) else []):
         if v.id not in defined and all(v.id != w.id for w in theta):
             theta.append(v)
     return Graph("integrand", (x_var,) + tuple(theta), sub, (out,), None, None, ())
-
-
-#: the tracer's tables that hold traced values (``_kept_outside`` does not count them as the user's)
-_TRACER_TABLES = ("views", "derived", "_pending", "attr_writes", "attr_write_atoms", "mutated_world",
-                  "mutated_inputs", "_key_tracked", "_keyed", "_rebinds")
-
-
-def _kept_outside(tracer: Any, k0: int, defined: set[int]) -> str | None:
-    """The kind of container (a list, a cell, ...) that holds a value the integrand's trace made
-    (tracked by a Var of the subgraph) after the integrand returned, or None.  References are
-    counted first (the tracer's own: ``keep``, ``values``); only an object with more is looked up
-    among the referrers, leaving out the tracer's own containers and objects, and frames (the
-    returned value is held by the callers' frames, but may be kept elsewhere too)."""
-    import gc
-    import sys
-    import types
-    keep, vars_ = tracer.keep, tracer.vars
-    in_values: dict[int, int] = {}
-    for o in tracer.values.values():
-        in_values[id(o)] = in_values.get(id(o), 0) + 1
-    in_keep: dict[int, int] = {}
-    for j in range(k0, len(keep)):
-        in_keep[id(keep[j])] = in_keep.get(id(keep[j]), 0) + 1
-    # NOTE: no closure here (a generator over `o`): its cell would be one more referrer
-    suspects: list[Any] = []
-    suspect_ids: set[int] = set()
-    for j in range(k0, len(keep)):
-        o = keep[j]
-        v = vars_.get(id(o))
-        if v is None or v.id not in defined or id(o) in suspect_ids:
-            continue
-        # getrefcount's argument, `o`, keep, values
-        if sys.getrefcount(o) > 2 + in_keep[id(o)] + in_values.get(id(o), 0):
-            suspects.append(o)
-            suspect_ids.add(id(o))
-    if not suspects:
-        return None
-    internal: set[int] = {id(keep), id(tracer.values), id(suspects)}
-    for name in _TRACER_TABLES:  # the tracer's own tables of values, and their entries
-        table = getattr(tracer, name, None)
-        internal.add(id(table))
-        entries = table.values() if isinstance(table, dict) else table if isinstance(table, list) else ()
-        for u in entries:
-            internal.add(id(u))
-            if isinstance(u, (tuple, dict)):
-                for e in (u.values() if isinstance(u, dict) else u):
-                    internal.add(id(e))
-    for ref in gc.get_referrers(*suspects):
-        if id(ref) not in internal and not isinstance(ref, (types.FrameType, np.ndarray)) and \
-                not type(ref).__module__.startswith("irad.") and id(ref) not in suspect_ids:
-            return type(ref).__name__
-    return None
 
 
 def _reads_traced(tracer: Any, g: Callable[..., Any], x0: float, extra: tuple[Any, ...]) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import ad, hooks
-from .errors import GuardError, NoRuleError
+from .errors import GuardError, NoRuleError, UnsupportedError
 from .ir import GUARD_PRIMS, Const, Graph, Var, typeof
 from .lower import lower
 from .rules.registry import defrule
@@ -65,17 +65,28 @@ def _bwd(state: Any, tbar: Any) -> tuple[Any, ...]:
 defrule(implicit_root, _fwd, _bwd)
 
 
+def solver_args(args: Any) -> tuple[Any, ...]:
+    """The extra arguments a SciPy solver hands its callback: ``args`` itself when a tuple, else
+    ``(args,)`` (SciPy wraps a single value, an array or a list, as one argument)."""
+    return args if isinstance(args, tuple) else (args,)
+
+
 def _trace_at(tracer: Any, g: Callable[..., Any], solution: Any, extra: tuple[Any, ...], name: str,
-              more: tuple[Any, ...] = (), call: Callable[..., Any] | None = None) -> Graph | None:
+              more: tuple[Any, ...] = (), call: Callable[..., Any] | None = None, what: str = "") -> Graph | None:
     """``g(solution, *extra)`` traced with the solution as a fresh input: the graph of ``(x, *θ)``,
     θ being the values of the enclosing trace it reads, or None when it reads none.  Its ops are
     taken out of the enclosing trace: only the op the caller emits stands for them there.
     ``more``: further fresh inputs after ``x`` (an ODE's time: the graph is of ``(x, *more, *θ)``);
-    ``call(x, *more)``: how to call ``g`` traced, when not with ``(x, *more, *extra)``."""
+    ``call(x, *more)``: how to call ``g`` traced, when not with ``(x, *more, *extra)``; ``what``:
+    the callback, for messages.  The callback runs once here and many times in the solver: an
+    effect it has is refused (``callback_effect``), and so is a later use of a value it kept
+    (``Tracer.confine``)."""
+    what = what or f"the {name.replace('_', ' ')} handed to SciPy"
     fresh = (solution,) + tuple(more)
     x_vars = tuple(tracer.new_var(v, "x") for v in fresh)
     for v, var in zip(fresh, x_vars):
         tracer.track(v, var)
+    before, n_attr = dict(tracer.vars), len(tracer.attr_writes)
     n0 = len(tracer.ops)
     r = tracer.call(g, fresh + extra, {}) if call is None else call(*fresh)
     sub = tracer.ops[n0:]
@@ -83,12 +94,36 @@ def _trace_at(tracer: Any, g: Callable[..., Any], solution: Any, extra: tuple[An
     if not tracer.is_tracked(r) or not sub:
         return None
     defined = {v.id for v in x_vars} | {o.id for op in sub for o in op.outs}
+    refuse_effects(tracer, what, callback_effect(tracer, before, n_attr, defined))
+    tracer.confine(sub, x_vars, what)
     theta: list[Var] = []
     for op in sub:
         for v in op.inputs:
             if v.id not in defined and all(v.id != w.id for w in theta):
                 theta.append(v)
     return Graph(name, x_vars + tuple(theta), tuple(sub), (tracer.atom(r),), None, None, ())
+
+
+def callback_effect(tracer: Any, before: dict[int, Any], n_attr: int, defined: set[int]) -> str | None:
+    """What a callback's trace did besides computing its value (``before``: the tracer's ``vars``
+    before it ran, ``n_attr``: its count of attribute writes, ``defined``: the Vars it made): it set
+    an attribute or updated an array in place.  The program would do that once, at the trace
+    point, where the solver calls the callback many times."""
+    if len(tracer.attr_writes) != n_attr:
+        return "sets an attribute"
+    world = {id(c.value) for c in getattr(tracer, "_live", {}).values()}
+    if any(tracer.vars.get(k) is not v for k, v in before.items()) or \
+            any(k in world and v.id in defined for k, v in tracer.vars.items()):
+        return "updates an array in place"
+    return None
+
+
+def refuse_effects(tracer: Any, what: str, effect: str | None) -> None:
+    if effect is not None:
+        loc = tracer.loc()
+        raise UnsupportedError(f"{what} {effect}, but irad traces it once and SciPy calls it many times",
+                               loc.long if loc else "", "make it a pure function of its arguments and what it "
+                               "reads, and compute what else you need outside the call")
 
 
 def _hoist_guards(tracer: Any, graph: Graph, what: str) -> None:
@@ -114,6 +149,7 @@ def _hoist_guards(tracer: Any, graph: Graph, what: str) -> None:
             needed.update(v.id for v in op.inputs)
             keep.append(op)
     tracer.ops.extend(reversed(keep))
+    tracer.unconfine(keep)
 
 
 def _derivative(tracer: Any, graph: Graph, seed: str) -> Callable[..., tuple[Any, ...]] | None:
@@ -156,7 +192,7 @@ def root_scalar_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
     if len(args) < 3 or len(args) > 4 or not callable(args[0]):
         return NotImplemented
     g, a, b = args[:3]
-    extra = tuple(args[3]) if len(args) == 4 else tuple(kwargs.pop("args", ()))
+    extra = solver_args(args[3] if len(args) == 4 else kwargs.pop("args", ()))
     if tracer.deep_tracked(tuple(kwargs.values())):  # a traced tolerance
         return NotImplemented
     full = bool(kwargs.pop("full_output", False))
@@ -169,7 +205,7 @@ def root_scalar_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
             return y
         results.root = y
         return y, results
-    graph = _trace_at(tracer, g, root * 1.0, extra, "root_residual")
+    graph = _trace_at(tracer, g, np.float64(root), extra, "root_residual")
     if graph is None:
         return answer(root)  # the residual reads nothing traced: the root is a constant
     _hoist_guards(tracer, graph, f"scipy.optimize.{solver.__name__}")
@@ -194,7 +230,7 @@ def newton_call(tracer: Any, newton: Callable[..., Any], args: tuple[Any, ...], 
         return NotImplemented
     opts = dict(bound.arguments)
     g, x0 = opts.pop("func"), opts.pop("x0")
-    extra = tuple(opts.pop("args", ()))
+    extra = tuple(opts.pop("args", ()))  # (newton, unlike the others, does not wrap a single value)
     if not callable(g) or tracer.deep_tracked((opts.get("x1"), opts.get("tol"), opts.get("rtol"))):
         return NotImplemented
     full = bool(opts.get("full_output", False))
@@ -209,7 +245,7 @@ def newton_call(tracer: Any, newton: Callable[..., Any], args: tuple[Any, ...], 
     opts.pop("full_output", None)
     if scalar:
         root = float(root)
-        graph = _trace_at(tracer, g, root * 1.0, extra, "root_residual")
+        graph = _trace_at(tracer, g, np.float64(root), extra, "root_residual")
         if graph is None:
             return found
         _hoist_guards(tracer, graph, "scipy.optimize.newton")
@@ -291,7 +327,7 @@ def root_vector_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
             kwargs.get("fprime") is not None or kwargs.get("jac") not in (None, False):
         return NotImplemented
     g, x0 = args[:2]
-    extra = tuple(args[2]) if len(args) == 3 else tuple(kwargs.pop("args", ()))
+    extra = solver_args(args[2] if len(args) == 3 else kwargs.pop("args", ()))
     if tracer.deep_tracked(tuple(kwargs.values())):  # a traced tolerance
         return NotImplemented
     with hooks.paused():
@@ -409,7 +445,7 @@ def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ..
     if len(args) < 2 or len(args) > 3 or not callable(args[0]):
         return NotImplemented
     f, x0 = args[:2]
-    extra = tuple(args[2]) if len(args) == 3 else tuple(kwargs.pop("args", ()))
+    extra = solver_args(args[2] if len(args) == 3 else kwargs.pop("args", ()))
     bounds = kwargs.get("bounds")
     method = str(kwargs.get("method") or "").lower()
     unsupported = "traced bounds" if tracer.deep_tracked(bounds) or tracer.deep_tracked(getattr(bounds, "__dict__", None)) \

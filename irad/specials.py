@@ -100,9 +100,11 @@ def _iter_consumer(fn: Any) -> Handler:
 
 
 def _compress(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``itertools.compress(data, selectors)``: each selector's truth taken by the tracer (guarded)."""
-    data, selectors = args if len(args) == 2 else (kwargs["data"], kwargs["selectors"])
-    return itertools.compress(t.iterable(data), [bool(t.truth_value(s)) for s in t.iterable(selectors)])
+    """``itertools.compress(data, selectors)``: each selector's truth taken by the tracer (guarded),
+    lazily (the selectors may be an endless iterator)."""
+    data = args[0] if args else kwargs["data"]
+    selectors = args[1] if len(args) > 1 else kwargs["selectors"]
+    return itertools.compress(t.iterable(data), (bool(t.truth_value(s)) for s in t.iterable(selectors)))
 
 
 def _hash_builder(fn: Any) -> Handler:
@@ -165,7 +167,7 @@ class _Key:
 
 def _less(t: Tracer, a: Any, b: Any, what: str) -> bool:
     ta, tb = type(a), type(b)
-    if ta is tb and ta in (tuple, list):  # lexicographic, like CPython: first unequal items decide
+    if (ta is tb is list) or (isinstance(a, tuple) and isinstance(b, tuple)):  # lexicographic, like CPython
         for x, y in zip(a, b):
             if x is y:
                 continue
@@ -189,12 +191,12 @@ def _plainly_tracked(t: Tracer, v: Any) -> bool:
     """A traced value, or a tuple/list holding one: comparing it natively would decide on data."""
     if t.is_tracked(v):
         return True
-    return type(v) in (tuple, list) and any(_plainly_tracked(t, e) for e in v)
+    return isinstance(v, (tuple, list)) and any(_plainly_tracked(t, e) for e in v)
 
 
 def _needs_tracer(t: Tracer, keys: list[Any]) -> bool:
     return t.deep_tracked(keys) or any(t.is_pyobject(k) for k in keys) or any(
-        type(k) in (tuple, list) and any(t.is_pyobject(e) for e in k) for k in keys)
+        isinstance(k, (tuple, list)) and any(t.is_pyobject(e) for e in k) for k in keys)
 
 
 def _sorted(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -229,8 +231,8 @@ def list_decision(t: Tracer, items: list[Any], name: str, args: tuple[Any, ...],
         return x is v or bool(t.truth_value(t.compare(x, v, 2)))
     if name == "count":
         return sum(1 for x in list(items) if equal(x))
-    bounds = slice(*(args[1:3] or (None,)))
-    for i in range(*bounds.indices(len(items))):
+    start, stop = (args[1] if len(args) > 1 else 0), (args[2] if len(args) > 2 else len(items))
+    for i in range(*slice(start, stop).indices(len(items))):
         if equal(items[i]):
             if name == "remove":
                 del items[i]

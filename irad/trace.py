@@ -29,7 +29,7 @@ import sysconfig
 import types
 import collections
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -258,6 +258,9 @@ class Tracer(ViewTracking):
         #: values an enclosing (paused) trace follows, by id: the closures of a nested transform's function
         self._captured: dict[int, Any] = _captured_values(hooks.OUTER.get())
         self._capture_ops: list[Op] = []
+        #: Var id -> what made it: the values of a callback's trace cut out into a solver's program
+        #: (see ``confine``), which exist in that program only
+        self._confined: dict[int, str] = {}
         #: dicts and sets that traced values key (id -> the container, kept alive), and the keys that met
         #: them: constant keys (key -> label) and traced ones; see ``note_keys``
         self._keyed: dict[int, Any] = {}
@@ -321,6 +324,8 @@ class Tracer(ViewTracking):
             return any(self.deep_tracked(e, depth) for e in x.values())
         if tx is slice:
             return self.deep_tracked((x.start, x.stop, x.step))
+        if isinstance(x, (tuple, list)) and depth < 3:  # a namedtuple, a list subclass
+            return any(self.deep_tracked(e, depth + 1) for e in x)
         fields = _object_fields(x)
         if fields is not None and depth < 3:
             return any(self.deep_tracked(e, depth + 1) for e in fields.values())
@@ -705,11 +710,12 @@ class Tracer(ViewTracking):
                     r = self.call(f, (x, y), {})
                     if r is not NotImplemented:
                         break
-            if r is NotImplemented:
-                r = fn(a, b)
+            if r is NotImplemented:  # (a namedtuple of traced values compares as a tuple, through the tracer)
+                r = self._compare_sequences(a, b, i) if isinstance(a, tuple) and isinstance(b, tuple) and \
+                    self.deep_tracked((a, b)) else fn(a, b)
         elif self._seen(a) | self._seen(b):
             r = self.record(fn, (a, b), {}, fn(a, b))
-        elif ta is tb and ta in (list, tuple) and self.deep_tracked((a, b)):
+        elif (ta is tb is list or (isinstance(a, tuple) and isinstance(b, tuple))) and self.deep_tracked((a, b)):
             r = self._compare_sequences(a, b, op & 15)
         else:
             if self._keyed and (id(a) in self._keyed or id(b) in self._keyed):  # s <= t, d == e
@@ -1707,6 +1713,38 @@ class Tracer(ViewTracking):
 
     # ---- the whole trace ------------------------------------------------------------------
 
+    def confine(self, ops: Sequence[Op], fresh: Sequence[Var], what: str) -> None:
+        """``ops`` were cut out of this trace into the program of a callback a solver calls (a
+        residual, an integrand, a vector field), traced once at ``fresh``: what they make exists in
+        that program only.  A value the callback kept (in a dict, a list, a ``nonlocal``, an array it
+        updated) and this trace used later would be the trace point's, and undefined in the
+        program: ``graph`` refuses it."""
+        for v in fresh:
+            self._confined[v.id] = what
+        for op in ops:
+            for o in op.outs:
+                self._confined[o.id] = what
+
+    def unconfine(self, ops: Sequence[Op]) -> None:
+        """``ops`` of a callback's trace are put back into this trace (a guard on its parameters)."""
+        for op in ops:
+            for o in op.outs:
+                self._confined.pop(o.id, None)
+
+    def _check_confined(self, ops: Sequence[Op], outs: Sequence[Any]) -> None:
+        uses: list[tuple[Any, Loc | None]] = [(v, op.loc) for op in ops for v in op.inputs]
+        uses += [(a, None) for a in outs] + [(a, None) for _, a in self.mutated_inputs + self.mutated_world]
+        uses += [(a, None) for _, _, a in self.attr_write_atoms]
+        for a, loc in uses:
+            what = self._confined.get(a.id) if isinstance(a, Var) else None
+            if what is not None:
+                raise UnsupportedError(
+                    f"{what} keeps a value it computed, which is used after the call"
+                    f"{' at ' + loc.long if loc else ''}; but irad traces the callback once, and the solver "
+                    "calls it many times", "",
+                    "make the callback a pure function of its arguments and what it reads, and compute what "
+                    "else you need outside the solver call")
+
     def graph(self, inputs: tuple[Var, ...], outputs: Any, in_tree: Any, statics: tuple[tuple[int, Any], ...]) \
             -> Graph:
         self._flush_keys()
@@ -1736,6 +1774,8 @@ class Tracer(ViewTracking):
         self.attr_write_atoms = [(o, name, self.atom(v) if id(v) in self.vars else Const(v, typeof(v)))
                                  for o, name, v in self.attr_writes.values()]
         ops = tuple(reads) + tuple(self._capture_ops) + tuple(self.ops)
+        if self._confined:
+            self._check_confined(ops, outs)
         if self._live:
             ops, outs = _substitute(ops, outs, env)
             self.mutated_inputs = [(k, env.get(a.id, a)) for k, a in self.mutated_inputs]

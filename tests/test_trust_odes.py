@@ -346,14 +346,21 @@ def test_a_field_that_jumps_where_the_solution_crosses_is_refused(name):
         irad.grad(JUMPS[name])(0.7)
 
 
-def test_a_field_that_keeps_what_it_computes_is_refused():
-    seen = []
-
+@pytest.mark.parametrize("keep", ["list", "dict", "cell"])
+def test_a_field_that_keeps_what_it_computes_is_refused(keep):
     def f(p):
-        def field(y, t):
-            seen.append(y * 2)
-            return -p * y
-        return np.sum(si.odeint(field, np.array([1.0]), TS))
+        seen, box = [], {}
+        last = None
 
-    with pytest.raises(UnsupportedError, match="odeint: the vector field keeps a value it computed in a list"):
+        def field(y, t):
+            nonlocal last
+            v = -p * y
+            seen.append(v)
+            box["v"] = v
+            last = v
+            return v
+        y = si.odeint(field, np.array([1.0]), TS)
+        return np.sum(y) + np.sum({"list": seen[-1], "dict": box["v"], "cell": last}[keep])
+
+    with pytest.raises(UnsupportedError, match="odeint: the vector field keeps a value it computed, which is used"):
         irad.grad(f)(np.array([0.5]))

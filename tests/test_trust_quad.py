@@ -231,6 +231,16 @@ def kept_in_a_cell(w):
     return si.quad(g, 0.0, 1.0)[0] + last
 
 
+def kept_in_a_dict(w):
+    seen = {}
+
+    def g(x):
+        seen["last"] = w[0] * x
+        return w[0] * x
+
+    return si.quad(g, 0.0, 1.0)[0] + seen["last"]
+
+
 def written_into_a_world_array(w):
     def g(x):
         W_WORLD[0] = x
@@ -239,8 +249,9 @@ def written_into_a_world_array(w):
     return si.quad(g, 0.0, 1.0)[0]
 
 
-@pytest.mark.parametrize("f, effect", [(kept_in_a_list, "keeps a value it computed in a list"),
-                                       (kept_in_a_cell, "keeps a value it computed in a cell"),
+@pytest.mark.parametrize("f, effect", [(kept_in_a_list, "keeps a value it computed, which is used after the call"),
+                                       (kept_in_a_cell, "keeps a value it computed, which is used after the call"),
+                                       (kept_in_a_dict, "keeps a value it computed, which is used after the call"),
                                        (written_into_a_world_array, "in place")])
 def test_an_integrand_with_effects_is_refused(f, effect):
     saved = W_WORLD.copy()

@@ -347,3 +347,42 @@ def test_argmin_gradient_keeps_the_argument_dtype(dtype):
         assert grad.dtype == dtype
         np.testing.assert_allclose(grad, 2 / (2 + 12 * xs ** 2), rtol=1e-5)
     assert vg.traces == 1
+
+
+def _kept(solve, where):
+    def f(w):
+        seen, last = {}, [None]
+
+        def res(t, *rest):
+            v = w[0] * w[0]
+            seen["v"], last[0] = v, v
+            return t ** 3 - w[0] + 0.0 * v
+        r = solve(res, w)
+        return np.sum(r) + (seen["v"] if where == "dict" else last[0])
+    return f
+
+
+@pytest.mark.parametrize("where", ["dict", "list"])
+@pytest.mark.parametrize("solve", [
+    lambda g, w: so.brentq(g, 0.0, 5.0),
+    lambda g, w: so.newton(g, 1.0),
+    lambda g, w: so.fsolve(g, np.ones(1)),
+], ids=["brentq", "newton", "fsolve"])
+def test_a_residual_that_keeps_what_it_computes_is_refused(solve, where):
+    # (minimize is not here: its result's `fun` traces the objective again, in this trace, at the
+    # argmin, so what the objective keeps is that call's, as plain Python's last call is near it)
+    with pytest.raises(irad.IradError, match="keeps a value it computed, which is used after the call"):
+        irad.value_and_grad(_kept(solve, where))(np.array([8.0]))
+
+
+def test_a_residual_that_updates_an_array_in_place_is_refused():
+    def f(w):
+        buf = np.zeros(2) + w
+
+        def res(t):
+            buf[1] = t
+            return t ** 3 - w[0]
+        return so.brentq(res, 0.0, 5.0) + buf[1]
+
+    with pytest.raises(irad.IradError, match="in place"):
+        irad.value_and_grad(f)(np.array([8.0]))
