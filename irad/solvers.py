@@ -34,10 +34,13 @@ class RootProblem:
         self.name = getattr(solver, "__name__", "solver")
 
     def solve(self, start: tuple[Any, ...], *theta: Any) -> float:
-        options = self.options
+        options = {**self.options, "full_output": True}  # (to see whether it converged)
         if options.get("fprime") is True:  # newton's method: the derivative is irad's gradient program
-            options = {**options, "fprime": lambda t: float(self.gradient(t, *theta)[1])}
-        return float(self.solver(lambda t: float(self.residual(t, *theta)[0]), *start, **options))
+            options["fprime"] = lambda t: float(self.gradient(t, *theta)[1])
+        root, results = self.solver(lambda t: float(self.residual(t, *theta)[0]), *start, **options)
+        if not results.converged:
+            raise unconverged(self.name, str(results.flag))
+        return float(root)
 
     def __repr__(self) -> str:
         return f"root of a residual by scipy.optimize.{self.name}"
@@ -63,6 +66,52 @@ def _bwd(state: Any, tbar: Any) -> tuple[Any, ...]:
 
 
 defrule(implicit_root, _fwd, _bwd)
+
+
+class TracedResult(dict):
+    """A SciPy result (``OptimizeResult``) inside a traced function: ``x`` and ``fun`` are traced;
+    ``success``, ``status`` and ``message`` are the traced call's (a compiled program refuses a
+    later solve that does not converge, so they say how it ended, not whether it is usable); the
+    other fields (``jac``, ``hess_inv``, ``nit``, ...) would be the first call's numbers at every
+    later call, so reading one is an UnsupportedError."""
+
+    def __init__(self, found: Any, x: Any, fun: Any) -> None:
+        super().__init__(x=x, fun=fun, success=bool(getattr(found, "success", True)),
+                         status=getattr(found, "status", 0), message=getattr(found, "message", ""))
+        self._stale = tuple(k for k in found if k not in self)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self:
+            return self[name]
+        if name in self.__dict__.get("_stale", ()):
+            raise UnsupportedError(f"the {name!r} of a SciPy result inside a differentiated function (it would be "
+                                   "the first call's at every later call)", "",
+                                   "compute it outside the function, or from x with irad (irad.grad, irad.vjp)")
+        raise AttributeError(name)
+
+    def __getitem__(self, key: Any) -> Any:
+        if key not in self and key in self.__dict__.get("_stale", ()):
+            return self.__getattr__(key)
+        return super().__getitem__(key)
+
+
+def unconverged(name: str, why: str) -> NoRuleError:
+    """A solve that did not converge: the implicit-function rule differentiates the solution, and
+    this is not one (raised when tracing and by the compiled program alike)."""
+    return NoRuleError(f"scipy.optimize.{name} did not converge ({why}); irad differentiates a solution by the "
+                       "implicit function theorem, and this is not one: give the solver more iterations or a "
+                       "better start")
+
+
+def minimize_failed(found: Any) -> str | None:
+    """Why ``minimize`` stopped short of a minimiser (out of iterations or evaluations, not finite),
+    or None: "precision loss" and the like end at a minimiser to within rounding."""
+    msg = str(getattr(found, "message", ""))
+    if not np.all(np.isfinite(found.x)):
+        return "the result is not finite"
+    if not found.success and (getattr(found, "status", 0) == 1 or "maxim" in msg.lower() or "limit" in msg.lower()):
+        return msg
+    return None
 
 
 def solver_args(args: Any) -> tuple[Any, ...]:
@@ -197,8 +246,12 @@ def root_scalar_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
         return NotImplemented
     full = bool(kwargs.pop("full_output", False))
     with hooks.paused():  # the root at the trace-time values, computed natively
-        found = solver(g, a, b, args=extra, full_output=full, **kwargs)
-    root, results = (float(found[0]), found[1]) if full else (float(found), None)
+        found = solver(g, a, b, args=extra, full_output=True, **kwargs)
+    root, results = float(found[0]), found[1]
+    if not results.converged:
+        raise unconverged(solver.__name__, str(results.flag))
+    if not full:
+        results = None
 
     def answer(y: Any) -> Any:
         if results is None:
@@ -238,8 +291,12 @@ def newton_call(tracer: Any, newton: Callable[..., Any], args: tuple[Any, ...], 
     if full and not scalar:
         return NotImplemented
     with hooks.paused():
-        found = newton(g, x0, args=extra, **opts)
-    root, results = (found[0], found[1]) if full else (found, None)
+        found = newton(g, x0, args=extra, **{**opts, "full_output": True})
+    if not np.all(found[1].converged if scalar else found[1]):
+        raise unconverged("newton", "not every start converged" if not scalar else str(found[1].flag))
+    root, results = found[0], (found[1] if full else None)
+    if not full:
+        found = root
     derivative = opts.pop("fprime", None) is not None
     opts.pop("fprime2", None)
     opts.pop("full_output", None)
@@ -286,8 +343,27 @@ class VectorRootProblem:
         self.name = getattr(solver, "__name__", "solver")
 
     def solve(self, x0: Any, *theta: Any) -> np.ndarray:
-        found = self.solver(lambda x: self.residual(x, *theta)[0], x0, **self.options)
-        return np.asarray(found.x if self.name == "root" else found, dtype=np.float64)
+        options = dict(self.options)
+        if options.get("fprime") is True or options.get("jac") is True:  # irad's Jacobian for the user's
+            options["fprime" if self.name == "fsolve" else "jac"] = lambda x: self.jacobian_t(x, *theta).T
+        if self.name != "root":
+            options["full_output"] = True  # (to see whether it converged)
+        found = self.solver(lambda x: self.residual(x, *theta)[0], x0, **options)
+        if self.name == "root":
+            if not found.success:
+                raise unconverged("root", str(found.message))
+            return np.asarray(found.x, dtype=np.float64)
+        if self.name == "fsolve" and found[2] != 1:
+            raise unconverged("fsolve", str(found[3]))
+        if self.name == "newton" and not np.all(found[1]):
+            raise unconverged("newton", "not every start converged")
+        return np.asarray(found[0], dtype=np.float64)
+
+    def jacobian_t(self, x: np.ndarray, *theta: Any) -> np.ndarray:
+        """``Jᵀ`` of the residual at ``x`` (``x.size`` square), column by column from its vjp."""
+        x = np.asarray(x, dtype=np.float64)
+        n = x.size
+        return np.stack([np.ravel(self.vjp(x, *theta, np.eye(n)[i].reshape(x.shape))[1]) for i in range(n)], axis=1)
 
     def __repr__(self) -> str:
         return f"root of a system by scipy.optimize.{self.name}"
@@ -305,9 +381,7 @@ def _vfwd(problem: VectorRootProblem, x0: Any, *theta: Any) -> tuple[np.ndarray,
 
 def _vbwd(state: Any, xbar: Any) -> tuple[Any, ...]:
     problem, x, theta = state
-    n = x.size
-    # Jᵀ column by column (vjp of each unit cotangent), then λ = J⁻ᵀ x̄ and θ̄ = -(∂g/∂θ)ᵀ λ
-    jt = np.stack([np.ravel(problem.vjp(x, *theta, np.eye(n)[i].reshape(x.shape))[1]) for i in range(n)], axis=1)
+    jt = problem.jacobian_t(x, *theta)  # λ = J⁻ᵀ x̄, θ̄ = -(∂g/∂θ)ᵀ λ
     try:
         lam = np.linalg.solve(jt, np.ravel(xbar)).reshape(x.shape)
     except np.linalg.LinAlgError as e:
@@ -321,18 +395,45 @@ defrule(implicit_vector_root, _vfwd, _vbwd)
 
 def root_vector_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
-    """``fsolve(g, x0, args=...)`` / ``root(g, x0, args=...)`` under a trace (NotImplemented when it
-    does not apply: a Jacobian or full output asked for, a traced tolerance)."""
-    if len(args) < 2 or len(args) > 3 or not callable(args[0]) or kwargs.get("full_output") or \
-            kwargs.get("fprime") is not None or kwargs.get("jac") not in (None, False):
+    """``fsolve(g, x0, args=...)`` / ``root(g, x0, args=...)`` under a trace.  A Jacobian the user
+    gives (``fprime=``, ``jac=``, a callable: it reads the traced values as they were when traced)
+    is irad's at run time.  NotImplemented for a traced tolerance; ``full_output`` (diagnostics that
+    would be the first call's) and ``jac=True`` (the residual returns its Jacobian too) are refused."""
+    if len(args) < 2 or len(args) > 3 or not callable(args[0]):
         return NotImplemented
+    name = solver.__name__
     g, x0 = args[:2]
     extra = solver_args(args[2] if len(args) == 3 else kwargs.pop("args", ()))
     if tracer.deep_tracked(tuple(kwargs.values())):  # a traced tolerance
         return NotImplemented
+    refused = "full_output=True" if kwargs.get("full_output") else "jac=True" if kwargs.get("jac") is True else None
     with hooks.paused():
-        found = solver(g, x0, args=extra, **kwargs)
-    is_root = solver.__name__ == "root"
+        found = solver(g, x0, args=extra, **(dict(kwargs, full_output=True) if name == "fsolve" else kwargs))
+    if name == "fsolve":
+        ier, msg = found[2], found[3]
+        if ier != 1:
+            raise unconverged(name, str(msg))
+        if refused is None:
+            found = found[0]
+    elif not found.success:
+        raise unconverged(name, str(found.message))
+    if refused is not None:
+        n_probe = len(tracer.ops)
+        x_probe = np.asarray(found[0] if name == "fsolve" else found.x, dtype=np.float64).copy()
+        if name == "fsolve" and not kwargs.get("full_output"):
+            found = found[0]
+        depends = tracer.deep_tracked(tracer.call(g, (x_probe,) + extra, {}))
+        del tracer.ops[n_probe:]
+        if depends:
+            raise NoRuleError(f"scipy.optimize.{name} with {refused}: its root depends on traced values the residual "
+                              "reads, and irad's rule gives the root only (full_output's diagnostics would be the "
+                              "first call's; jac=True makes the residual return its Jacobian): call it without")
+        return found
+    if name == "fsolve" and kwargs.get("fprime") is not None:
+        kwargs["fprime"] = True  # (at run time, irad's Jacobian: the user's reads trace-time values)
+    elif name == "root" and callable(kwargs.get("jac")):
+        kwargs["jac"] = True
+    is_root = name == "root"
     x_star = np.asarray(found.x if is_root else found, dtype=np.float64)
     graph = _trace_at(tracer, g, x_star.copy(), extra, "system_residual")
     if graph is None:
@@ -343,9 +444,8 @@ def root_vector_call(tracer: Any, solver: Callable[..., Any], args: tuple[Any, .
         return NotImplemented
     problem = VectorRootProblem(solver, dict(kwargs), lower(graph, "system_residual").fn, vjp)
     y = _emit(tracer, implicit_vector_root, problem, graph, x_star, x0)
-    if is_root:
-        found.x = y
-        return found
+    if is_root:  # the residual at the traced root, traced here
+        return TracedResult(found, y, tracer.call(g, (y,) + extra, {}))
     return y
 
 
@@ -378,11 +478,27 @@ class ArgminProblem:
         method = str(self.options.get("method") or "").lower()
         jac = {} if method in _DERIVATIVE_FREE else \
             {"jac": lambda x: self.grad_x(np.asarray(x, dtype=np.float64), *theta)}  # irad's exact gradient
-        found = minimize(lambda x: float(self.objective(x, *theta)[0]), x0, **jac, **self.options)
+        options = dict(self.options)
+        for k in ("hess", "hessp"):  # the user's read the traced values as they were when traced
+            if callable(options.get(k)):
+                options[k] = (lambda x: self.hessian(x, *theta)) if k == "hess" else \
+                    (lambda x, p: self.hessian(x, *theta) @ p)
+        found = minimize(lambda x: float(self.objective(x, *theta)[0]), x0, **jac, **options)
+        failed = minimize_failed(found)
+        if failed is not None:
+            raise unconverged("minimize", failed)
         x = np.asarray(found.x, dtype=np.float64)
         if self.active is not None and not np.array_equal(self.active_set(x, *theta), self.active):
             raise GuardError("scipy.optimize.minimize: another set of bounds is active at the minimiser")
         return x
+
+    def hessian(self, x: Any, *theta: Any) -> np.ndarray:
+        """The objective's Hessian in ``x`` (``x.size`` square), from irad's vjp of its gradient."""
+        from .api import vjp
+        x = np.asarray(x, dtype=np.float64)
+        _, pb = vjp(lambda x_, *th: self.grad_x(x_, *th), x, *theta)
+        n = x.size
+        return np.stack([np.ravel(pb(np.eye(n)[i].reshape(x.shape))[0]) for i in range(n)], axis=1)
 
     def active_set(self, x: np.ndarray, *theta: Any) -> np.ndarray:
         return active_bounds(x, np.asarray(self.grad_x(x, *theta)), self.options["bounds"])
@@ -454,6 +570,9 @@ def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ..
         (f"bounds and method={method!r}" if bounds is not None and method not in _ON_THE_BOUND else None)
     with hooks.paused():
         found = minimize(f, x0, args=extra, **kwargs)
+    failed = minimize_failed(found)
+    if failed is not None:
+        raise unconverged("minimize", failed)
     if unsupported is not None:  # refused below if the objective reads traced values
         x_probe = np.asarray(found.x, dtype=np.float64).copy()
         n_probe = len(tracer.ops)
@@ -476,6 +595,5 @@ def minimize_call(tracer: Any, minimize: Callable[..., Any], args: tuple[Any, ..
         with hooks.paused():
             problem.active = problem.active_set(x_star, *(tracer.values[v.id] for v in graph.inputs[1:]))
     y = _emit(tracer, implicit_argmin, problem, graph, x_star, x0)
-    found.x = y
-    found.fun = tracer.call(f, (y,) + extra, {})  # the objective at the traced argmin (envelope theorem)
+    return TracedResult(found, y, tracer.call(f, (y,) + extra, {}))  # fun: the objective at the traced argmin
     return found

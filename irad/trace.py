@@ -99,6 +99,8 @@ _STATIC_FUNCS_ = by_id([np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealob
 _DATA_SHAPED_ = by_id(_DATA_SHAPED)
 _TRANSPARENT_ = by_id(_TRANSPARENT)
 _HEAP_ORDERING_ = by_id(HEAP_ORDERING)
+#: C functions that update a container by moving the references they are handed (no decision)
+_REFERENCE_MOVERS_ = by_id((operator.setitem, operator.delitem, operator.iadd, operator.iconcat))
 _DUNDER_BUILTINS_ = by_id(DUNDER_BUILTINS)
 
 
@@ -490,8 +492,10 @@ class Tracer(ViewTracking):
             self.values[v.id] = result
             self._guard(v, result)
             return result
-        if isinstance(result, (tuple, list)) and result and any(
-                trackable(x) or isinstance(x, (bool, int, np.bool_, str, bytes)) for x in flatten(result)[0]):
+        # (a list the call was handed and returns, operator.iadd's: its items keep their Vars)
+        if isinstance(result, (tuple, list)) and result and \
+                not (type(result) is list and _is_one_of(result, args)) and \
+                any(trackable(x) or isinstance(x, (bool, int, np.bool_, str, bytes)) for x in flatten(result)[0]):
             return self._record_container(fn, a_args, a_kwargs, result, args)
         if result is None or isinstance(result, _UNTRACKED_RESULTS) or id(result) in self.vars or \
                 _is_one_of(result, args):
@@ -1535,7 +1539,8 @@ class Tracer(ViewTracking):
                 locked.append(a)
         # a list or dict holding traced values that C code reorders or refills (random.shuffle(l))
         boxes = [(c, list(c.items()) if isinstance(c, dict) else list(c))
-                 for c in (*args, *kwargs.values()) if isinstance(c, (list, dict)) and self.deep_tracked(c)]
+                 for c in (*args, *kwargs.values()) if isinstance(c, (list, dict)) and self.deep_tracked(c)] \
+            if not member(f, _REFERENCE_MOVERS_) else []
         # arrays irad does not follow that the call may write a result into (an `output` buffer)
         sinks = [(a, a.tobytes()) for a in flatten((args, kwargs))[0] if type(a) is np.ndarray and a.size and
                  a.flags.writeable and id(a) not in self.vars] if locked or self.deep_tracked((args, kwargs)) else []

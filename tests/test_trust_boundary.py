@@ -8,11 +8,14 @@ implicit-function rule: tests/test_trust_solvers.py; ``quad`` the Leibniz rule: 
 ``odeint`` and ``solve_ivp`` an adjoint rule: tests/test_trust_odes.py.)"""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import pytest
 
 import irad
 from irad.errors import MutationError, NoRuleError
+from irad.testing import numerical_vjp
 
 so = pytest.importorskip("scipy.optimize")
 si = pytest.importorskip("scipy.integrate")
@@ -126,3 +129,19 @@ def test_untraced_calls_that_do_not_write_still_work():
         value, grad = vg(x)
         np.testing.assert_allclose(value, untraced_reader(x))
         np.testing.assert_allclose(grad, want)
+
+
+# ---- C functions that only move the references they are handed still work ------------------------
+
+@pytest.mark.parametrize("f", [
+    lambda x: (lambda l: (operator.setitem(l, 0, x[3]), l[0] * 2 + l[1])[1])([x[0], x[1]]),
+    lambda x: (lambda l: (operator.delitem(l, 0), l[0] * 2)[1])([x[0], x[1]]),
+    lambda x: (lambda l: l[0] * 2 + l[1] * 3)(operator.iadd([x[0]], [x[2]])),
+    lambda x: (lambda d: (operator.setitem(d, "k", x[1]), d["k"] * 5)[1])({}),
+], ids=["setitem", "delitem", "iadd", "dict_setitem"])
+def test_c_functions_that_move_references_of_traced_values_work(f):
+    vg = irad.value_and_grad(f)
+    for x in (np.arange(4.0), np.arange(4.0) ** 2 + 0.5):
+        value, grad = vg(x)
+        np.testing.assert_allclose(value, f(x))
+        np.testing.assert_allclose(grad, numerical_vjp(f, (x,), 1.0)[0], atol=1e-8)

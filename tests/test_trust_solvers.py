@@ -386,3 +386,88 @@ def test_a_residual_that_updates_an_array_in_place_is_refused():
 
     with pytest.raises(irad.IradError, match="in place"):
         irad.value_and_grad(f)(np.array([8.0]))
+
+
+# ---- solves that do not converge, what else a result holds, the user's derivatives -------------
+
+@pytest.mark.parametrize("f", [
+    lambda w: np.sum(so.minimize(lambda x: np.sum((x - w) ** 2) + np.sum(x ** 4), np.zeros(2), method="BFGS",
+                                 options={"maxiter": 2}).x),
+    lambda w: np.sum(so.minimize(lambda x: np.sum((x - w) ** 2) + np.sum(x ** 4), np.zeros(2), method="Nelder-Mead",
+                                 options={"maxiter": 3}).x),
+    lambda w: np.sum(so.fsolve(lambda x: x ** 3 + x - w, np.zeros(2), maxfev=4)),
+    lambda w: np.sum(so.root(lambda x: x ** 3 + x - w, np.zeros(2), options={"maxfev": 4}).x),
+    lambda w: so.newton(lambda t: t ** 3 - w[0], 5.0, maxiter=2, disp=False),
+    lambda w: so.brentq(lambda t: t ** 3 - w[0], 0.0, 5.0, maxiter=2, disp=False),
+], ids=["minimize_bfgs", "minimize_nelder_mead", "fsolve", "root", "newton", "brentq"])
+def test_a_solve_that_does_not_converge_is_an_error(f):
+    with pytest.raises(NoRuleError, match="did not converge"):
+        irad.value_and_grad(f)(np.array([2.0, 3.0]))
+
+
+def test_result_fields_that_would_be_the_first_calls_are_refused():
+    def f(b):
+        r = so.minimize(lambda x: 0.5 * x @ A_SPD @ x - b @ x, np.zeros(2), method="BFGS", options={"gtol": 1e-12})
+        assert isinstance(r.success, bool) and r.message
+        return np.sum(r.x) + r.fun + r["fun"]
+
+    vg = irad.value_and_grad(f)
+    for b in (np.array([0.5, 1.5]), np.array([0.7, 1.2])):
+        xs = np.linalg.solve(A_SPD, b)
+        value, grad = vg(b)
+        np.testing.assert_allclose(value, np.sum(xs) - b @ xs, rtol=1e-6)
+        np.testing.assert_allclose(grad, np.linalg.solve(A_SPD, np.ones(2)) - 2 * xs, rtol=1e-5)
+    for field in ("hess_inv", "jac", "nit"):
+        def g(b, field=field):
+            r = so.minimize(lambda x: 0.5 * x @ A_SPD @ x - b @ x, np.zeros(2), method="BFGS")
+            return np.sum(r.x) + np.sum(getattr(r, field))
+        with pytest.raises(irad.UnsupportedError, match=field):
+            irad.grad(g)(np.array([0.5, 1.5]))
+
+
+def test_roots_fun_is_the_residual_at_the_traced_root():
+    def f(w):
+        r = so.root(lambda x: x ** 3 + x - w, np.ones(2), tol=1e-13)
+        return np.sum(r.x) + 1e3 * np.sum(r.fun)
+
+    vg = irad.value_and_grad(f)
+    for w in (np.array([2.0, 3.0]), np.array([1.0, 0.5])):
+        value, grad = vg(w)
+        np.testing.assert_allclose(value, f(w), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(grad, fd(f, w), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("f", [
+    lambda w: np.sum(so.fsolve(lambda x: x ** 3 + x - w, np.ones(2), fprime=lambda x: np.diag(3 * x ** 2 + 1),
+                               xtol=1e-13)),
+    lambda w: np.sum(so.root(lambda x: x ** 3 + x - w, np.ones(2), jac=lambda x: np.diag(3 * x ** 2 + 1),
+                             tol=1e-13).x),
+    lambda w: np.sum(so.minimize(lambda x: np.sum((x - w) ** 2) + np.sum(x ** 4), np.zeros(2), method="Newton-CG",
+                                 jac=lambda x: 2 * (x - w) + 4 * x ** 3,
+                                 hess=lambda x: np.diag(2 + 12 * x ** 2), options={"xtol": 1e-12}).x),
+    lambda w: np.sum(so.minimize(lambda x: np.sum((x - w) ** 2) + np.sum(x ** 4), np.zeros(2), method="trust-exact",
+                                 jac=lambda x: 2 * (x - w) + 4 * x ** 3,
+                                 hess=lambda x: np.diag(2 + 12 * x ** 2), options={"gtol": 1e-12}).x),
+    lambda w: np.sum(so.minimize(lambda x: np.sum((x - w) ** 2) + np.sum(x ** 4), np.zeros(2), method="trust-ncg",
+                                 jac=lambda x: 2 * (x - w) + 4 * x ** 3,
+                                 hessp=lambda x, p: (2 + 12 * x ** 2) * p, options={"gtol": 1e-12}).x),
+], ids=["fsolve_fprime", "root_jac", "newton_cg_hess", "trust_exact_hess", "trust_ncg_hessp"])
+def test_the_users_derivatives_are_irads_at_run_time(f):
+    """The user's Jacobian or Hessian reads the traced values as they were when traced: at run time
+    the solver gets irad's, so later calls solve the problem they are asked (x³ + x = w: exact)."""
+    vg = irad.value_and_grad(f)
+    for w in (np.array([2.0, 3.0]), np.array([0.5, -1.0]), np.array([4.0, 1.5])):
+        value, grad = vg(w)
+        np.testing.assert_allclose(value, f(w), rtol=1e-8)
+        if "minimize" in f.__code__.co_names:  # x* of (x - w)² + x⁴: 2(x - w) + 4x³ = 0
+            xs = np.array([so.brentq(lambda x: 2 * (x - c) + 4 * x ** 3, -5.0, 5.0) for c in w])
+            np.testing.assert_allclose(grad, 2 / (2 + 12 * xs ** 2), rtol=1e-6)
+        else:
+            xs = np.array([so.brentq(lambda x: x ** 3 + x - c, -5.0, 5.0) for c in w])
+            np.testing.assert_allclose(grad, 1 / (3 * xs ** 2 + 1), rtol=1e-6)
+    assert vg.traces == 1
+
+
+def test_fsolve_full_output_over_traced_values_is_refused_by_name():
+    with pytest.raises(NoRuleError, match="fsolve with full_output=True"):
+        irad.grad(lambda w: np.sum(so.fsolve(lambda x: x ** 3 - w, np.ones(2), full_output=True)[0]))(np.ones(2))
