@@ -1,11 +1,15 @@
-"""Root finding inside a traced function, differentiated by the implicit function theorem.
+"""SciPy's root finders and ``minimize`` inside a traced function, differentiated by the implicit
+function theorem (``quadrature.py`` and ``odes.py`` build on the helpers here).
 
 ``scipy.optimize.brentq(lambda t: t**3 - a, 0, 5)`` runs C code that calls the user's residual
 ``g``.  Its root ``t*(θ)`` depends on the traced values ``θ`` that ``g`` reads, through
-``g(t*(θ), θ) = 0``: ``dt*/dθ = -(∂g/∂θ) / (∂g/∂t)``.  The tracer (``root_scalar_call``) solves
-natively, then traces ``g`` once at the root with ``t`` as a fresh input: that subgraph becomes
-two irad programs of ``(t, *θ)``, the residual (what the solver calls at run time) and its
-gradient (what the pullback uses).  The graph gets one op, ``implicit_root(problem, *θ)``.
+``g(t*(θ), θ) = 0``: ``dt*/dθ = -(∂g/∂θ) / (∂g/∂t)``; for a system ``θ̄ = -(∂g/∂θ)ᵀ λ`` with
+``Jᵀ λ = x̄``; for a minimiser the same on ``∇ₓf = 0`` with the Hessian (the free block, with
+bounds).  The handler solves natively, then traces ``g`` once at the solution with the unknown
+as a fresh input (``_trace_at``): that subgraph becomes irad programs of ``(x, *θ)``, the residual
+(what the solver calls at run time) and its derivative (what the pullback uses).  The graph gets
+one op, ``implicit_root(problem, start, *θ)`` (``implicit_vector_root``, ``implicit_argmin``),
+which solves again at each call, and refuses a solve that does not converge.
 """
 from __future__ import annotations
 

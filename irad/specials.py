@@ -199,14 +199,14 @@ def _needs_tracer(t: Tracer, keys: list[Any]) -> bool:
         isinstance(k, (tuple, list)) and any(t.is_pyobject(e) for e in k) for k in keys)
 
 
-def _sorted(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _sorted(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any], what: str = "sorted()") -> Any:
     items = list(t.iterable(args[0]))
     key, reverse = kwargs.get("key"), kwargs.get("reverse", False)
     keys = [t.call(key, (x,), {}) for x in items] if key is not None else items
     if not _needs_tracer(t, keys):
         order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)
     else:
-        wrapped = [_Key(t, k, "sorted()") for k in keys]
+        wrapped = [_Key(t, k, what) for k in keys]
         order = sorted(range(len(items)), key=wrapped.__getitem__, reverse=reverse)
     return [items[i] for i in order]
 
@@ -223,7 +223,7 @@ def list_decision(t: Tracer, items: list[Any], name: str, args: tuple[Any, ...],
     if name == "sort":
         if args:
             raise TypeError("sort() takes no positional arguments")
-        items[:] = _sorted(t, (list(items),), kwargs)
+        items[:] = _sorted(t, (list(items),), kwargs, "list.sort()")
         return None
     v = args[0]
 
