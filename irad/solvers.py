@@ -366,11 +366,18 @@ class VectorRootProblem:
     def jacobian_t(self, x: np.ndarray, *theta: Any) -> np.ndarray:
         """``Jᵀ`` of the residual at ``x`` (``x.size`` square), column by column from its vjp."""
         x = np.asarray(x, dtype=np.float64)
-        n = x.size
-        return np.stack([np.ravel(self.vjp(x, *theta, np.eye(n)[i].reshape(x.shape))[1]) for i in range(n)], axis=1)
+        return _columns(lambda c: self.vjp(x, *theta, c)[1:], x)
 
     def __repr__(self) -> str:
         return f"root of a system by scipy.optimize.{self.name}"
+
+
+def _columns(vjp: Callable[..., Any], x: np.ndarray, rows: Any = None) -> np.ndarray:
+    """The matrix whose column ``i`` is ``vjp(eᵢ)[0]`` (a Jacobian's transpose, a Hessian), for the
+    unit cotangents ``eᵢ`` of ``x``'s coordinates, restricted to ``rows`` (both ways) if given."""
+    idx = np.arange(x.size) if rows is None else rows
+    eye = np.eye(x.size)
+    return np.stack([np.ravel(vjp(eye[i].reshape(x.shape))[0])[idx] for i in idx], axis=1)
 
 
 def implicit_vector_root(problem: VectorRootProblem, x0: Any, *theta: Any) -> np.ndarray:
@@ -496,13 +503,14 @@ class ArgminProblem:
             raise GuardError("scipy.optimize.minimize: another set of bounds is active at the minimiser")
         return x
 
-    def hessian(self, x: Any, *theta: Any) -> np.ndarray:
-        """The objective's Hessian in ``x`` (``x.size`` square), from irad's vjp of its gradient."""
+    def hessian_vjp(self, x: Any, *theta: Any) -> Callable[..., Any]:
+        """irad's vjp of the objective's gradient at ``x``: ``c -> ((∂∇f/∂x)ᵀ c, (∂∇f/∂θ)ᵀ c...)``."""
         from .api import vjp
-        x = np.asarray(x, dtype=np.float64)
-        _, pb = vjp(lambda x_, *th: self.grad_x(x_, *th), x, *theta)
-        n = x.size
-        return np.stack([np.ravel(pb(np.eye(n)[i].reshape(x.shape))[0]) for i in range(n)], axis=1)
+        return vjp(lambda x_, *th: self.grad_x(x_, *th), np.asarray(x, dtype=np.float64), *theta)[1]
+
+    def hessian(self, x: Any, *theta: Any) -> np.ndarray:
+        """The objective's Hessian in ``x`` (``x.size`` square)."""
+        return _columns(self.hessian_vjp(x, *theta), np.asarray(x, dtype=np.float64))
 
     def active_set(self, x: np.ndarray, *theta: Any) -> np.ndarray:
         return active_bounds(x, np.asarray(self.grad_x(x, *theta)), self.options["bounds"])
@@ -537,14 +545,13 @@ def _afwd(problem: ArgminProblem, x0: Any, *theta: Any) -> tuple[np.ndarray, Any
 
 
 def _abwd(state: Any, xbar: Any) -> tuple[Any, ...]:
-    from .api import vjp
     problem, x, theta = state
-    _, pb = vjp(lambda x_, *th: problem.grad_x(x_, *th), x, *theta)
+    pb = problem.hessian_vjp(x, *theta)
     n = x.size
     free = np.flatnonzero(~problem.active.ravel()) if problem.active is not None else np.arange(n)
     lam = np.zeros(n)
     if free.size:
-        hess = np.stack([np.ravel(pb(np.eye(n)[i].reshape(x.shape))[0])[free] for i in free], axis=1)
+        hess = _columns(pb, x, free)
         try:  # λ on the free block, zero on coordinates held at a bound
             lam[free] = np.linalg.solve(hess, np.ravel(xbar)[free])
         except np.linalg.LinAlgError as e:
