@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import random
 import types
 import weakref
 from collections import OrderedDict
@@ -70,6 +71,9 @@ class Program:
     #: (object, attribute, output index or None, constant): what the function sets on objects of the
     #: world (``self.inp = x``), set again after each run
     setattrs: tuple[tuple[Any, str, int | None, Any], ...] = field(default=(), repr=False)
+    #: the random generators its impure ops draw from: a run that fails a guard puts their state
+    #: back, so that the retrace draws what the function would have drawn, once
+    rngs: tuple[Any, ...] = field(default=(), repr=False)
     f: Any = field(default=None, repr=False)
     passes: Any = field(default=None, repr=False)
     _builders: Any = field(default=None, repr=False)
@@ -100,7 +104,13 @@ class Program:
         dyn = self.dyn_pos
         if self.writeback:
             self._no_aliasing(leaves)
-        flat = self.fn(*leaves) if dyn is None else self.fn(*[leaves[i] for i in dyn])
+        states = [rng_state(r) for r in self.rngs]
+        try:
+            flat = self.fn(*leaves) if dyn is None else self.fn(*[leaves[i] for i in dyn])
+        except GuardError:
+            for r, st in zip(self.rngs, states):
+                set_rng_state(r, st)
+            raise
         if self.writeback:
             for t, k in self.writeback:
                 np.copyto(leaves[t] if type(t) is int else t, flat[k])
@@ -256,7 +266,8 @@ def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], 
     live = tuple({id(c.value): c.value for op in g.ops for c in _consts(op) if c.live}.values()) if writeback else ()
     prog = Program(fname, g, jg, low.source, low.fn, nums, single, g.out_tree or flatten(None)[1],
                    joint.n_outputs, slots, assumptions=Assumptions(tuple(tracer.deps)), key=key, dyn_pos=dyn_pos,
-                   writeback=writeback, live_arrays=live, setattrs=tuple(setattrs), f=f, passes=passes)
+                   writeback=writeback, live_arrays=live, setattrs=tuple(setattrs), rngs=_rngs(g), f=f,
+                   passes=passes)
     flat = [joint.values[o.id] if isinstance(o, Var) else o.value for o in joint.graph.outputs]
     prog.first = prog.unpack(flat)
     return prog
@@ -323,6 +334,38 @@ def _check_numbers(f: Callable[..., Any], outs: list[Any], what: str) -> None:
                         + (f"\n  at {site}" if site else "") + f"\n  {hint}")
 
 
+_RNG_TYPES = (np.random.Generator, np.random.RandomState, random.Random)
+
+
+def rng_state(r: Any) -> Any:
+    return r.bit_generator.state if isinstance(r, np.random.Generator) else \
+        r.get_state() if isinstance(r, np.random.RandomState) else r.getstate()
+
+
+def set_rng_state(r: Any, state: Any) -> None:
+    if isinstance(r, np.random.Generator):
+        r.bit_generator.state = state
+    elif isinstance(r, np.random.RandomState):
+        r.set_state(state)
+    else:
+        r.setstate(state)
+
+
+def _rngs(g: Graph) -> tuple[Any, ...]:
+    """The random generators of the world that ``g``'s impure ops draw from (``rng.normal``,
+    ``np.random.rand``'s global one, ``irad.ops.draw_order``'s)."""
+    from .effects import is_impure_prim
+    found: dict[int, Any] = {}
+    for op in g.ops:
+        if not is_impure_prim(op.prim):
+            continue
+        owner = getattr(op.fn, "__self__", None)
+        for r in [owner] + [c.value for c in _consts(op)]:
+            if isinstance(r, _RNG_TYPES):
+                found[id(r)] = r
+    return tuple(found.values())
+
+
 def _consts(op: Any) -> list[Const]:
     found: list[Const] = []
     for a in list(op.args) + [v for _, v in op.kwargs]:
@@ -378,7 +421,7 @@ class GradFunction:
                     continue
                 dyn = prog.dyn_pos
                 try:
-                    if prog.writeback or prog.setattrs:
+                    if prog.writeback or prog.setattrs or prog.rngs:
                         flat = prog.run(leaves)
                     else:
                         flat = prog.fn(*leaves) if dyn is None else prog.fn(*[leaves[i] for i in dyn])

@@ -210,3 +210,32 @@ def test_a_shuffled_list_is_an_ordinary_list_afterwards():
         value, grad = vg(x)
         np.testing.assert_allclose(value, shuffled_then_reversed(x))
         np.testing.assert_allclose(grad, numerical_vjp(shuffled_then_reversed, (x,), 1.0)[0], atol=1e-8)
+
+
+@pytest.mark.parametrize("kind", ALL_SOURCES)
+def test_a_guard_after_a_draw_retraces_without_drawing_twice(kind):
+    """A run that fails a guard has already drawn: the generator's state is put back before the
+    retrace, so that the call draws once, as the function does (and gets the same numbers)."""
+    src = Source(kind)
+
+    def f(p):
+        items = [(p[0], "a"), (p[1] * 2.0, "b"), (p[2], "c")]
+        order = src.permutation(3) if kind in NUMPY_SOURCES else src.rng.sample(range(3), 3)
+        items = [items[int(i)] for i in order]  # indexing a list by a drawn int guards it
+        return items[0][0] * 1.0 + items[1][0] * 10.0
+
+    vg = irad.value_and_grad(f)
+    x = np.array([1.0, 2.0, 3.0])
+    for _ in range(6):
+        start = src.get()
+        value, grad = vg(x)
+        after = src.get()
+        src.set(start)
+        assert value == f(x)
+        assert same_state(src.get(), after)
+
+        def from_start(z):
+            src.set(start)
+            return f(z)
+        np.testing.assert_allclose(grad, numerical_vjp(from_start, (x,), 1.0)[0], atol=1e-8)
+        src.set(after)
