@@ -524,9 +524,17 @@ def rng_reorder(t: Tracer, rng: Any, name: str, args: tuple[Any, ...], kwargs: d
         axis = 0
     sequence = type(x) is list and name == "shuffle"
     if sequence:
-        if not x or axis != 0 or not all(isinstance(v, (np.ndarray, np.generic, float, int)) for v in x) or \
-                len({np.shape(v) for v in x}) != 1:
+        if not x or axis != 0:
             return NotImplemented
+        if not all(isinstance(v, (np.ndarray, np.generic, float, int)) for v in x) or len({np.shape(v) for v in x}) != 1:
+            if not t.deep_tracked(x):
+                return NotImplemented
+            from .errors import MutationError
+            raise MutationError("a shuffle of a list of traced values with other objects (or arrays of several "
+                                "shapes) in it: irad can reorder numbers and arrays of one shape only",
+                                t.loc().long if t.loc() else "",
+                                "shuffle the positions instead: order = rng.permutation(len(items)); "
+                                "items = [items[i] for i in order]")
     elif type(x) is not np.ndarray or x.ndim == 0 or not isinstance(axis, (int, np.integer)) or \
             not -x.ndim <= axis < x.ndim or (isinstance(rng, random.Random) and x.ndim > 1):
         return NotImplemented  # (random.shuffle swaps rows of a 2-d array through views: not a permutation)
