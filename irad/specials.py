@@ -6,6 +6,7 @@ kwargs)``); the tables at the bottom map callables (by identity) to handlers.
 """
 from __future__ import annotations
 
+import bisect
 import builtins
 import collections
 import functools
@@ -166,32 +167,15 @@ class _Key:
 
 
 def _less(t: Tracer, a: Any, b: Any, what: str) -> bool:
-    ta, tb = type(a), type(b)
-    if (ta is tb is list) or (isinstance(a, tuple) and isinstance(b, tuple)):  # lexicographic, like CPython
-        for x, y in zip(a, b):
-            if x is y:
-                continue
-            if not _equal(t, x, y, what):
-                return _less(t, x, y, what)
-        return len(a) < len(b)
-    if t.is_tracked(a) or t.is_tracked(b):
-        raise t.unsupported(f"{what} of traced values (their order depends on the data)",
-                            "use np.sort / np.argsort, whose gradients irad knows")
-    return bool(t.compare(a, b, 0))
+    """``a < b`` as Python decides it, through the tracer: on traced values a recorded comparison
+    whose truth is guarded, so that a later call that orders them otherwise traces again."""
+    return _decide(t, a, b, 0)
 
 
-def _equal(t: Tracer, a: Any, b: Any, what: str) -> bool:
-    if t.is_tracked(a) or t.is_tracked(b):
-        raise t.unsupported(f"{what} of traced values (their order depends on the data)",
-                            "use np.sort / np.argsort, whose gradients irad knows")
-    return bool(t.compare(a, b, 2))
-
-
-def _plainly_tracked(t: Tracer, v: Any) -> bool:
-    """A traced value, or a tuple/list holding one: comparing it natively would decide on data."""
-    if t.is_tracked(v):
-        return True
-    return isinstance(v, (tuple, list)) and any(_plainly_tracked(t, e) for e in v)
+def _decide(t: Tracer, a: Any, b: Any, op: int) -> bool:
+    """``a <op> b`` (``hooks.COMPARES``: 0 ``<``, 1 ``<=``, 4 ``>``, 5 ``>=``), its truth guarded when
+    it depends on traced values; lists and tuples lexicographically (``Tracer.compare``)."""
+    return bool(t.truth_value(t.compare(a, b, op)))
 
 
 def _needs_tracer(t: Tracer, keys: list[Any]) -> bool:
@@ -199,16 +183,90 @@ def _needs_tracer(t: Tracer, keys: list[Any]) -> bool:
         isinstance(k, (tuple, list)) and any(t.is_pyobject(e) for e in k) for k in keys)
 
 
+def _is_number(x: Any) -> bool:
+    return (isinstance(x, (float, int, np.floating, np.integer)) and not isinstance(x, (bool, np.bool_))) or \
+        (type(x) is np.ndarray and x.ndim == 0 and x.dtype.kind in "fiu")
+
+
 def _sorted(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any], what: str = "sorted()") -> Any:
+    """``sorted(items, key=..., reverse=...)`` of traced values.  Numbers without a key are sorted by
+    ``np.sort`` in the program (at each call, ties splitting the gradient as its rule does).
+    Otherwise the order is Python's, found on the values, and guarded by the comparisons of the
+    neighbours it puts side by side (stable: equal keys keep their order), ``n - 1`` of them: a
+    later call whose order differs traces again.  Keys of user classes compare through their
+    own (traced) dunders, each comparison a guard."""
     items = list(t.iterable(args[0]))
-    key, reverse = kwargs.get("key"), kwargs.get("reverse", False)
+    key, reverse = kwargs.get("key"), bool(kwargs.get("reverse", False))
     keys = [t.call(key, (x,), {}) for x in items] if key is not None else items
-    if not _needs_tracer(t, keys):
-        order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)
-    else:
+    n = len(items)
+    if not _needs_tracer(t, keys) or n < 2:
+        order = sorted(range(n), key=keys.__getitem__, reverse=reverse)
+        return [items[i] for i in order]
+    if key is None and all(_is_number(x) for x in items):
+        s = t.call(np.sort, (t.call(np.asarray, (items,), {}),), {})
+        if reverse:
+            s = t.call(np.flip, (s,), {})
+        return [t.call(operator.getitem, (s, i), {}) for i in range(n)]
+    if any(t.is_pyobject(k) or (isinstance(k, (tuple, list)) and any(t.is_pyobject(e) for e in k)) for k in keys):
         wrapped = [_Key(t, k, what) for k in keys]
-        order = sorted(range(len(items)), key=wrapped.__getitem__, reverse=reverse)
+        order = sorted(range(n), key=wrapped.__getitem__, reverse=reverse)
+        return [items[i] for i in order]
+    order = sorted(range(n), key=keys.__getitem__, reverse=reverse)  # on the values, natively
+    for a, b in zip(order, order[1:]):  # a before b: a's key is at most b's (strictly, if b came first)
+        if not _decide(t, keys[a], keys[b], (1 if a < b else 0) if not reverse else (5 if a < b else 4)):
+            raise AssertionError(f"{what}: the order found and its guard disagree")  # (cannot happen)
     return [items[i] for i in order]
+
+
+def _nselect(largest: bool) -> Handler:
+    """``heapq.nsmallest(n, items, key=...)`` / ``nlargest``: ``sorted(items, key=key)[:n]`` (with
+    ``reverse=True``), as the heapq docs define them; guarded as ``sorted`` is."""
+    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        n, items = args[0], args[1]
+        key = args[2] if len(args) > 2 else kwargs.get("key")
+        what = f"heapq.{'nlargest' if largest else 'nsmallest'}()"
+        return _sorted(t, (items,), {"key": key, "reverse": largest}, what)[:n] if n > 0 else []
+    return run
+
+
+def _merge(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``heapq.merge(*sorted_iterables, key=..., reverse=...)``: lazily, the head that comes first
+    (the earliest iterable on ties), each choice a guarded comparison."""
+    key, reverse = kwargs.get("key"), bool(kwargs.get("reverse", False))
+    its = [iter(t.iterable(a)) for a in args]
+
+    def merged() -> Any:
+        heads: list[tuple[Any, Any, Any]] = []  # (item, its key, its iterator), in iterable order
+        for it in its:
+            for x in it:
+                heads.append((x, t.call(key, (x,), {}) if key is not None else x, it))
+                break
+        while heads:
+            best = 0
+            for j in range(1, len(heads)):
+                a, b = heads[j][1], heads[best][1]
+                if _decide(t, a, b, 4 if reverse else 0):
+                    best = j
+            x, _, it = heads[best]
+            yield x
+            for y in it:
+                heads[best] = (y, t.call(key, (y,), {}) if key is not None else y, it)
+                break
+            else:
+                del heads[best]
+    return merged()
+
+
+def _insort(bisect_fn: Any) -> Handler:
+    """``bisect.insort_left/right(a, x, lo, hi, key=...)``: the position from ``bisect`` (a recorded
+    call whose int result is guarded), then ``a.insert``."""
+    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        a, x, *rest = args
+        key = kwargs.get("key")
+        kx = t.call(key, (x,), {}) if key is not None else x
+        i = t.call(bisect_fn, (a, kx, *rest), {k: v for k, v in kwargs.items() if k in ("lo", "hi", "key")})
+        a.insert(i, x)
+    return run
 
 
 #: methods of a list whose result C code decides by comparing the items
@@ -260,13 +318,9 @@ def _minmax(fn: Any) -> Handler:
             return t.record(fn, tuple(items), {}, fn(*items))  # max(x, y): a primitive with a rule
         keys = [t.call(key, (x,), {}) for x in items] if key is not None else items
         what = f"{fn.__name__}(..., key=...)" if key is not None else f"{fn.__name__}()"
-        best = 0
+        best = 0  # the first winner, as Python's: each challenger beats it strictly (a guarded comparison)
         for i in range(1, len(items)):
             a, b = (keys[i], keys[best]) if fn is builtins.min else (keys[best], keys[i])
-            if _plainly_tracked(t, a) or _plainly_tracked(t, b):  # (user objects compare with traced dunders)
-                raise t.unsupported(f"{what} over traced values (the winner depends on the data)",
-                                    "use np.argmax/np.argmin on an array of the keys, or write the comparison "
-                                    "with an if-statement")
             if _less(t, a, b, what):
                 best = i
         return items[best]
@@ -644,6 +698,8 @@ SPECIAL: dict[int, tuple[Any, Handler]] = _table([
     *[(f, _callbacks_at(f, pos)) for f, pos in _CALLBACK_TAKERS],
     *([(_ArrayConverter, _array_converter)] if _ArrayConverter is not None else []),
     (builtins.id, _id), (itertools.compress, _compress),
+    (heapq.nsmallest, _nselect(False)), (heapq.nlargest, _nselect(True)), (heapq.merge, _merge),
+    (bisect.insort_left, _insort(bisect.bisect_left)), (bisect.insort_right, _insort(bisect.bisect_right)),
     (builtins.set, _hash_builder(builtins.set)), (builtins.frozenset, _hash_builder(builtins.frozenset)),
 ])
 

@@ -1277,6 +1277,9 @@ class Tracer(ViewTracking):
             r = alt[1](self, args, kwargs)
             if r is not NotImplemented:
                 return r
+        special = SPECIAL.get(id(fn))
+        if special is not None and special[0] is fn:  # heapq.nsmallest & co: Python over C orderings
+            return special[1](self, args, kwargs)
         if fn is random.Random.shuffle and args and self.deep_tracked(args[1:2]):  # random.shuffle(l)
             r = rng_reorder(self, args[0], "shuffle", args[1:], kwargs)
             if r is not NotImplemented:
@@ -1459,7 +1462,8 @@ class Tracer(ViewTracking):
             return list_decision(self, owner, f.__name__, args, kwargs)  # l.sort(), l.index(v): compared traced
         if member(f, _HEAP_ORDERING_) and self.deep_tracked(args):
             raise self.unsupported(f"heapq.{f.__name__} of traced values (C code orders them by the data)",
-                                   "use np.sort, np.argsort or np.partition, whose gradients irad knows")
+                                   "use heapq.nsmallest/nlargest/merge or sorted (guarded), or np.sort / "
+                                   "np.partition")
         if not tracked and isinstance(owner, np.ndarray) and f.__name__ in ARRAY_MUTATORS and \
                 self.touches_traced_memory(owner):
             tracked = True
