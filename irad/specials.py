@@ -312,7 +312,7 @@ def _minmax(fn: Any) -> Handler:
             return fn(items, **kwargs)
         if key is None and not _needs_tracer(t, items):
             return fn(items)
-        if key is None and not any(t.is_pyobject(x) for x in items):
+        if key is None and all(_is_number(x) or isinstance(x, np.ndarray) for x in items):
             if len(items) == 1:
                 return items[0]
             return t.record(fn, tuple(items), {}, fn(*items))  # max(x, y): a primitive with a rule
