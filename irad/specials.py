@@ -299,9 +299,65 @@ def list_decision(t: Tracer, items: list[Any], name: str, args: tuple[Any, ...],
     raise ValueError(f"list.{name}(x): x not in list")
 
 
-#: C functions that reorder a list by comparing its items (heapq): refused over traced values
+#: heapq's C heap operations: over a list holding traced values, ``heap_call`` runs them
 HEAP_ORDERING = tuple(f for f in (getattr(heapq, n, None) for n in ("heapify", "heappush", "heappop",
                                                                    "heapreplace", "heappushpop")) if f is not None)
+
+
+def heap_call(t: Tracer, name: str, args: tuple[Any, ...]) -> Any:
+    """``heapq.heapify/heappush/heappop/heapreplace/heappushpop`` over a list holding traced values:
+    the algorithm of CPython's heapq (the C module's is the same, so the heap is the same list),
+    with each ``<`` it makes through the tracer, a guard.  Items move as references."""
+    heap = args[0]
+
+    def less(a: Any, b: Any) -> bool:
+        return _decide(t, a, b, 0)
+
+    def sift_down(start: int, pos: int) -> None:  # move heap[pos] up towards start while it is smaller
+        item = heap[pos]
+        while pos > start:
+            parent = (pos - 1) >> 1
+            if not less(item, heap[parent]):
+                break
+            heap[pos] = heap[parent]
+            pos = parent
+        heap[pos] = item
+
+    def sift_up(pos: int) -> None:  # bubble the smaller child up to a leaf, then place heap[pos] there
+        end, start, item = len(heap), pos, heap[pos]
+        child = 2 * pos + 1
+        while child < end:
+            if child + 1 < end and not less(heap[child], heap[child + 1]):
+                child += 1
+            heap[pos] = heap[child]
+            pos, child = child, 2 * child + 1
+        heap[pos] = item
+        sift_down(start, pos)
+
+    if name == "heapify":
+        for i in reversed(range(len(heap) // 2)):
+            sift_up(i)
+        return None
+    if name == "heappush":
+        heap.append(args[1])
+        sift_down(0, len(heap) - 1)
+        return None
+    if name == "heappop":
+        last = heap.pop()  # (IndexError when empty, as heapq's)
+        if not heap:
+            return last
+        top, heap[0] = heap[0], last
+        sift_up(0)
+        return top
+    if name == "heapreplace":
+        top, heap[0] = heap[0], args[1]
+        sift_up(0)
+        return top
+    item = args[1]  # heappushpop
+    if heap and less(heap[0], item):
+        item, heap[0] = heap[0], item
+        sift_up(0)
+    return item
 
 
 def _minmax(fn: Any) -> Handler:

@@ -46,8 +46,8 @@ from .rules import registry
 from .views import ViewTracking, by_id, member, root_of
 from .weakcache import WeakIdMap
 from .specials import (ARRAY_MUTATORS, DUNDER_BUILTINS, HEAP_ORDERING, LIST_DECISIONS, MUTATORS, RNG_REORDERS,
-                       SPECIAL, UFUNC_METHODS, callback, list_decision, rng_reorder, run_dunder_builtin, ufunc_at,
-                       vectorize_call)
+                       SPECIAL, UFUNC_METHODS, callback, heap_call, list_decision, rng_reorder, run_dunder_builtin,
+                       ufunc_at, vectorize_call)
 
 _TRACKED_TYPES = (float, complex, np.ndarray, np.generic)
 #: containers whose methods only move references around: called natively, never recorded
@@ -1460,10 +1460,8 @@ class Tracer(ViewTracking):
         impure = is_impure(f)
         if type(owner) is list and getattr(f, "__name__", "") in LIST_DECISIONS and self.deep_tracked((owner, args)):
             return list_decision(self, owner, f.__name__, args, kwargs)  # l.sort(), l.index(v): compared traced
-        if member(f, _HEAP_ORDERING_) and self.deep_tracked(args):
-            raise self.unsupported(f"heapq.{f.__name__} of traced values (C code orders them by the data)",
-                                   "use heapq.nsmallest/nlargest/merge or sorted (guarded), or np.sort / "
-                                   "np.partition")
+        if member(f, _HEAP_ORDERING_) and self.deep_tracked(args) and not kwargs:
+            return heap_call(self, f.__name__, args)  # heapq's C heap operations, compared through the tracer
         if not tracked and isinstance(owner, np.ndarray) and f.__name__ in ARRAY_MUTATORS and \
                 self.touches_traced_memory(owner):
             tracked = True

@@ -1,5 +1,6 @@
 """Decisions made in C over traced values -- ``sorted``, ``list.sort``, ``min``/``max`` with a key,
-``heapq.nsmallest``/``nlargest``/``merge``, ``bisect``, ``statistics.median`` -- are guarded (issue 21).
+``heapq`` (``nsmallest``/``nlargest``/``merge``, ``heapify``/``heappush``/``heappop``...),
+``bisect``, ``statistics.median`` -- are guarded (issue 21).
 
 Numbers sorted without a key are ``np.sort`` in the program (recomputed at each call, ties
 splitting the gradient as its rule does). Any other order is found on the values and guarded by
@@ -61,6 +62,13 @@ CASES = {
     "merge": lambda x: weighted(heapq.merge(sorted(x[:2]), sorted(x[2:]))),
     "merge_key_reverse": lambda x: weighted(heapq.merge(sorted(x[:2], key=abs, reverse=True),
                                                         sorted(x[2:], key=abs, reverse=True), key=abs, reverse=True)),
+    "heappush_heappop": lambda x: (lambda h: ([heapq.heappush(h, v) for v in x],
+                                              weighted(heapq.heappop(h) for _ in range(4)))[1])([]),
+    "heapify_layout": lambda x: (lambda h: (heapq.heapify(h), weighted(h))[1])(list(x)),
+    "heapify_tuples": lambda x: (lambda h: (heapq.heapify(h), heapq.heappop(h)[0] * 2.0 + h[0][0])[1])(
+        [(x[i], i) for i in range(4)]),
+    "heappushpop_heapreplace": lambda x: (lambda h: heapq.heappushpop(h, x[2]) * 3.0 + heapq.heapreplace(h, x[3]) * 5.0
+                                          + h[0])(sorted([x[0], x[1]])),
     "bisect": lambda x: x[bisect.bisect(sorted([x[0], x[1]]), 0.5)] * 3.0,
     "insort": lambda x: (lambda items: (bisect.insort(items, x[2]), weighted(items))[1])(sorted([x[0], x[1]])),
     "median": lambda x: statistics.median(x) * 3.0,

@@ -3,7 +3,6 @@ the function and its file:line (and says what to write instead).  Also the frame
 builtins, which must work inside traced code."""
 from __future__ import annotations
 
-import heapq
 import inspect
 import os
 import re
@@ -164,18 +163,6 @@ def test_flat_iterator() -> None:
         irad.trace(f, np.ones(2))
     check(e.value, r"the \.flat iterator of a traced array cannot be traced", f, "x.flat")
     assert "a.ravel()" in str(e.value)
-
-
-def test_heapify_of_traced_values() -> None:
-    def f(x):
-        h = list(x)
-        heapq.heapify(h)
-        return h[0]
-
-    with pytest.raises(UnsupportedError) as e:
-        irad.trace(f, np.array([3.0, 1.0, 2.0]))
-    check(e.value, r"heapq\.heapify of traced values", f, "heapq.heapify(h)")
-    assert "nsmallest" in str(e.value)
 
 
 def test_sorted_by_untraced_keys_works() -> None:
