@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import irad
+from irad.errors import LoadError
 from irad.lower import lower
 from irad.testing import numerical_vjp
 
@@ -300,7 +301,6 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 import irad.onnx as ionnx  # noqa: E402
-from irad.errors import LoadError  # noqa: E402
 
 
 def _model(nodes, inputs, outputs, name="g", inits=()):

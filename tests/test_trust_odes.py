@@ -14,7 +14,7 @@ from irad.errors import NoRuleError, UnsupportedError
 from irad.testing import numerical_vjp
 
 si = pytest.importorskip("scipy.integrate")
-from scipy.linalg import expm  # noqa: E402  (after the importorskip of scipy)
+expm = pytest.importorskip("scipy.linalg").expm
 
 TOL = {"rtol": 1e-10, "atol": 1e-10}
 TS = np.linspace(0.0, 2.0, 5)
