@@ -81,6 +81,7 @@ _SOLVER_CALLS: dict[tuple[str, str], str] = {
        for name in ("brentq", "brenth", "ridder", "bisect", "toms748")},
     ("scipy.optimize._zeros_py", "newton"): "solvers:newton_call",
 }
+_SOLVER_NAMES = frozenset(name for _, name in _SOLVER_CALLS)  # (a set test first: most calls are not these)
 #: functions whose result is real or complex depending on the values (a guard on its dtype)
 _DATA_DTYPED = frozenset({"numpy.linalg.eig", "numpy.linalg.eigvals", "scipy.linalg.sqrtm", "scipy.linalg.logm",
                           "scipy.linalg.eig", "scipy.linalg.eigvals", "scipy.linalg.fractional_matrix_power",
@@ -1199,7 +1200,7 @@ class Tracer(ViewTracking):
             return args[0].value
         tf = type(f)
         if tf is types.FunctionType:
-            handler = _SOLVER_CALLS.get((f.__module__, f.__name__))
+            handler = _SOLVER_CALLS.get((f.__module__, f.__name__)) if f.__name__ in _SOLVER_NAMES else None
             if handler is not None:  # a solver or integrator: its implicit-function or adjoint rule
                 module, name = handler.split(":")
                 r = getattr(importlib.import_module("irad." + module), name)(self, f, args, dict(kwargs))
