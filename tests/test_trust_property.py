@@ -73,6 +73,9 @@ class Crossing:
     min_size: int = 1
     smooth: Callable[[Any], bool] | None = None  # is the crossing differentiable around this input?
     tol: float = 1e-6  # of the gradient against finite differences
+    #: the finite-difference step: an adaptive solver's output moves in steps of its tolerance
+    #: (odeint's 1e-11 over a 1e-6 step is 1e-5 of noise), so it takes a larger one
+    eps: float = 1e-6
 
     def __repr__(self) -> str:  # hypothesis prints the falsifying program with these
         return self.name
@@ -173,7 +176,7 @@ CROSSINGS = [
     Crossing("linalg_lu_solve", lambda v: sl.lu_solve(sl.lu_factor(_spd(v)), flat(v)), r"getrf|lu_factor|lu_solve"),
     Crossing("integrate_quad", lambda v: si.quad(lambda t: np.sum(v) * t * t + np.sin(t), 0.0, 1.0)[0] * v,
              r"quad|_qagse|called back"),
-    Crossing("integrate_odeint", lambda v: _decayed(v) * v, r"odeint|called back", tol=1e-5),
+    Crossing("integrate_odeint", lambda v: _decayed(v) * v, r"odeint|called back", tol=1e-5, eps=1e-5),
     Crossing("optimize_newton", lambda v: so.newton(lambda t: t ** 3 + t - flat(v)[0], 0.5, tol=1e-13) * v,
              r"newton|called back"),
     # -- round trips irad follows
@@ -296,7 +299,7 @@ def check(p: Program, seed: int) -> str:
             continue
         tol = max(c.tol for c in p.crossings)
         np.testing.assert_allclose(value, want, rtol=1e-9, atol=1e-10, err_msg=f"{p}: value of call {call + 1}")
-        fd = numerical_vjp(f, (x,), 1.0)[0]
+        fd = numerical_vjp(f, (x,), 1.0, eps=max(c.eps for c in p.crossings))[0]
         assert np.shape(grad) == np.shape(x), (p, np.shape(grad))
         np.testing.assert_allclose(grad, fd, rtol=max(tol, 1e-5), atol=tol,
                                    err_msg=f"{p}: gradient of call {call + 1} against finite differences")
@@ -326,7 +329,7 @@ def programs(draw: Any) -> Program:
     return Program(shape, prefix, crossings, draw(st.sampled_from(["dot", "square"])))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.integers(0, 2**32 - 1))
 def test_random_programs_through_untraced_code_refuse_or_agree(p, seed):
     check(p, seed)
