@@ -157,9 +157,9 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
         if not (isinstance(o, Var) and o.id in useful):
             continue
         if seed == "one":
-            if isinstance(o.type, ArrayT) and o.type.shape != ():
-                raise GradError(f"grad of {g.name}: output must be a scalar, got {o.type}; "
-                                "use irad.vjp for non-scalar outputs")
+            if isinstance(o.type, ArrayT) and int(np.prod(o.type.shape)) != 1:
+                raise GradError(f"grad of {g.name}: output must be a scalar (or have one element), got "
+                                f"{o.type}; use irad.vjp for other outputs")
             if o.id not in cot:
                 sv = _seed_value(b.val[o.id])
                 cot[o.id] = Const(sv, typeof(sv))

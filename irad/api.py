@@ -221,27 +221,62 @@ def _wrt_inputs(g: Graph, args: tuple[Any, ...], kwargs: dict[str, Any], argnums
 
 
 def compile(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
-            passes: Sequence[Callable[[Graph], Graph]] | None = None, **kwargs: Any) -> Program:
+            passes: Sequence[Callable[[Graph], Graph]] | None = None, holomorphic: bool = False,
+            **kwargs: Any) -> Program:
     """Trace ``f`` at ``args``, differentiate, optimise and lower it: ``prog(*args) -> (value, grad)``."""
     nums = _argnums(argnums, len(args))
     g, tracer, _ = trace_values(f, args, kwargs)
     key, _ = call_key(args, kwargs)  # NOTE: after the trace, which may register rules (a lazy SciPy table)
-    return _build(f, g, tracer, args, kwargs, nums, isinstance(argnums, int), passes, key)
+    return _build(f, g, tracer, args, kwargs, nums, isinstance(argnums, int), passes, key, holomorphic)
+
+
+def _is_complex(t: Any) -> bool:
+    return isinstance(t, ScalarT) and t.kind == "complex" or \
+        isinstance(t, ArrayT) and t.dtype.startswith(("complex", "clongdouble"))
+
+
+def _check_output(g: Graph, f: Callable[..., Any], holomorphic: bool) -> None:
+    """``grad`` differentiates one number: a real scalar (or any array of exactly one element, as
+    autograd allows), or a complex one when ``holomorphic=True`` (JAX's rule).  A complex output
+    without it is refused: its real and imaginary parts have two different gradients."""
+    fname = _def_site(f) or getattr(f, "__name__", "f")
+    outs = list(g.outputs)
+    o = outs[0] if len(outs) == 1 else None
+    one = o is not None and (isinstance(o, Const) and not isinstance(o.value, (bool, int, np.bool_, np.integer))
+                             or isinstance(o, Var) and o.type.is_float and
+                             int(np.prod(getattr(o.type, "shape", ()))) == 1)
+    if not one:
+        types_ = ", ".join(str(x.type) for x in outs)
+        raise GradError(f"grad of {fname}: the function must return one float scalar (or an array of one "
+                        f"element), it returned ({types_}); use irad.vjp for other outputs")
+    assert o is not None
+    if _is_complex(o.type) and not holomorphic:
+        raise GradError(f"grad of {fname}: the function returned a complex number ({o.type}); grad needs a real "
+                        "output (take np.real, np.abs or abs(z)**2 of it), or pass holomorphic=True for f'(z) "
+                        "of a holomorphic f")
+    if holomorphic and not _is_complex(o.type):
+        raise GradError(f"grad of {fname} with holomorphic=True: the function returned {o.type}, not a complex "
+                        "number; leave holomorphic out for real-valued functions")
+
+
+def _check_holomorphic_inputs(g: Graph, wrt: list[int], f: Callable[..., Any]) -> None:
+    fname = _def_site(f) or getattr(f, "__name__", "f")
+    for i in wrt:
+        if not _is_complex(g.inputs[i].type):
+            raise GradError(f"grad of {fname} with holomorphic=True: input {g.inputs[i].hint or i} is "
+                            f"{g.inputs[i].type}, not complex; pass complex values (e.g. x + 0j)")
 
 
 def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
            nums: tuple[int, ...], single: bool, passes: Sequence[Callable[[Graph], Graph]] | None,
-           key: Any) -> Program:
+           key: Any, holomorphic: bool = False) -> Program:
     fname = getattr(f, "__name__", "f")
     outs = [o for o in g.outputs]
     _check_numbers(f, outs, "grad")
-    if len(outs) != 1 or (isinstance(outs[0], Var) and getattr(outs[0].type, "shape", ()) != ()) \
-            or not outs[0].type.is_float and isinstance(outs[0], Var) \
-            or isinstance(outs[0], Const) and isinstance(outs[0].value, (bool, int, np.bool_, np.integer)):
-        types_ = ", ".join(str(o.type) for o in outs)
-        raise GradError(f"grad of {fname}: the function must return one float scalar, it returned ({types_}); "
-                        "use irad.vjp for other outputs")
+    _check_output(g, f, holomorphic)
     wrt_leaf, slots = _wrt_inputs(g, args, kwargs, nums, fname)
+    if holomorphic:
+        _check_holomorphic_inputs(g, wrt_leaf, f)
     joint = ad.reverse(g, tracer.values, wrt_leaf, seed="one")
     jg = joint.graph
     dyn_pos = _dyn_positions(g, args, kwargs)
@@ -386,11 +421,12 @@ class GradFunction:
     the world the trace read changed (``irad.signature``)."""
 
     def __init__(self, f: Callable[..., Any], argnums: int | Sequence[int], with_value: bool,
-                 passes: Sequence[Callable[[Graph], Graph]] | None = None) -> None:
+                 passes: Sequence[Callable[[Graph], Graph]] | None = None, holomorphic: bool = False) -> None:
         self.f = f
         self.argnums = argnums
         self.with_value = with_value
         self.passes = passes
+        self.holomorphic = holomorphic
         self.__name__ = f"{'value_and_grad' if with_value else 'grad'}({getattr(f, '__name__', 'f')})"
         self.__doc__ = getattr(f, "__doc__", None)
         self.cache: ProgramCache[Program] = ProgramCache(self.__name__, self._arg_names)
@@ -463,7 +499,8 @@ class GradFunction:
         nums = _argnums(self.argnums, len(args))
         g, tracer, _ = trace_values(self.f, args, kwargs)
         key = call_key(args, kwargs)[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
-        prog = _build(self.f, g, tracer, args, kwargs, nums, isinstance(self.argnums, int), self.passes, key)
+        prog = _build(self.f, g, tracer, args, kwargs, nums, isinstance(self.argnums, int), self.passes, key,
+                      self.holomorphic)
         self.cache.add(key, prog, failed[-1] if failed else None)
         return prog
 
@@ -478,15 +515,21 @@ class GradFunction:
 
 
 def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, *,
-         passes: Sequence[Callable[[Graph], Graph]] | None = None) -> GradFunction:
-    """The gradient of scalar-valued ``f`` with respect to positional argument(s) ``argnums``."""
-    return GradFunction(f, argnums, False, passes)
+         passes: Sequence[Callable[[Graph], Graph]] | None = None, holomorphic: bool = False) -> GradFunction:
+    """The gradient of scalar-valued ``f`` with respect to positional argument(s) ``argnums``.
+
+    Complex arguments follow JAX's convention: a real-valued ``f`` of ``z = x + iy`` gets
+    ``df/dx - i df/dy`` (``np.conj`` of it is the steepest-ascent direction); with
+    ``holomorphic=True``, ``f`` may return a complex number and the result is ``f'(z)``."""
+    return GradFunction(f, argnums, False, passes, holomorphic)
 
 
 def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, *,
-                   passes: Sequence[Callable[[Graph], Graph]] | None = None) -> GradFunction:
-    """``(f(*args), grad(f)(*args))`` from one run of the compiled program."""
-    return GradFunction(f, argnums, True, passes)
+                   passes: Sequence[Callable[[Graph], Graph]] | None = None,
+                   holomorphic: bool = False) -> GradFunction:
+    """``(f(*args), grad(f)(*args))`` from one run of the compiled program (``holomorphic`` as
+    for ``grad``)."""
+    return GradFunction(f, argnums, True, passes, holomorphic)
 
 
 @dataclass

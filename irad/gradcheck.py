@@ -44,13 +44,13 @@ def _rand_like(x: Any, rng: np.random.Generator) -> Any:
 
 
 def _inner(a: Any, b: Any) -> float:
-    """``Re(sum(conj(a) * b))`` leaf by leaf: irad's convention for complex cotangents."""
+    """``Re(sum(a * b))`` leaf by leaf: the pairing of JAX's and autograd's complex convention."""
     la, lb = flatten(a)[0], flatten(b)[0]
     total = 0.0
     for x, y in zip(la, lb):
         if x is None or y is None:
             continue
-        total += float(np.real(np.sum(np.conj(np.asarray(x)) * np.asarray(y))))
+        total += float(np.real(np.sum(np.asarray(x) * np.asarray(y))))
     return total
 
 
@@ -70,8 +70,8 @@ def check_grads(f: Callable[..., Any], /, *args: Any, order: int = 1, argnums: S
     """Check irad's reverse mode on ``f`` at ``args`` against central finite differences.
 
     For random directions ``v`` (inputs) and ``u`` (outputs): ``<vjp(u), v>`` must equal
-    ``<u, (f(x + eps v) - f(x - eps v)) / 2 eps>``, with ``<a, b> = Re(sum(conj(a) b))`` so
-    complex arguments and outputs are checked with irad's convention.  ``argnums`` (default: every
+    ``<u, (f(x + eps v) - f(x - eps v)) / 2 eps>``, with ``<a, b> = Re(sum(a b))`` so complex
+    arguments and outputs are checked in JAX's and autograd's convention (no conjugate).  ``argnums`` (default: every
     argument with float or complex leaves) selects the arguments checked; the others are constants.
     For scalar ``f`` the compiled ``value_and_grad`` program is checked too.  ``order=2`` also
     checks the gradient of the gradient (the generated program, traced and differentiated by irad).
@@ -176,9 +176,9 @@ def _weighted_sum(y: Any, u: Any) -> Any:
 
 
 def _dot(w: Any, a: Any) -> Any:
-    """``Re<w, a>`` for a constant weight ``w``, written so that irad can trace it."""
+    """``Re(sum(w * a))`` for a constant weight ``w``, written so that irad can trace it."""
     if _is_complex(w):
-        return np.real(np.sum(np.conj(w) * a))
+        return np.real(np.sum(w * a))
     return np.sum(a * w)
 
 

@@ -3,8 +3,9 @@
 ``check_rule(np.tanh, x)`` looks up the rule, checks that its forward computes ``fn``, draws a
 random output cotangent ``ybar`` and, for every differentiable positional argument, compares
 ``<xbar, v>`` with a central difference of ``<ybar, fn(x + t v)>`` in a random direction ``v``.
-Inner products are real: ``<a, b> = Re(sum(conj(a) * b))``, so complex arguments are checked
-with irad's convention (the cotangent of ``x`` is ``ybar * conj(dy/dx)``).
+Inner products are real and bilinear: ``<a, b> = Re(sum(a * b))``, so complex arguments are
+checked in JAX's and autograd's convention (the cotangent of ``x`` is ``ybar * dy/dx``, no conjugate;
+docs/rules.md, "Complex values").
 """
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def perturb(x: Any, t: float, v: Any) -> Any:
 
 
 def inner(a: Any, b: Any) -> float:
-    """``Re(sum(conj(a) * b))`` over matching pytrees (``None`` leaves count as zero)."""
+    """``Re(sum(a * b))`` over matching pytrees (``None`` leaves count as zero)."""
     la, lb = _leaves(a), _leaves(b)
     if len(la) != len(lb):
         raise AssertionError(f"structures differ: {len(la)} vs {len(lb)} leaves")
@@ -101,7 +102,7 @@ def inner(a: Any, b: Any) -> float:
     for x, y in zip(la, lb):
         if x is None or y is None or not (_is_leaf_float(x) or _is_leaf_float(y)):
             continue
-        total += float(np.real(np.sum(np.conj(np.asarray(x)) * np.asarray(y))))
+        total += float(np.real(np.sum(np.asarray(x) * np.asarray(y))))
     return total
 
 
@@ -325,14 +326,14 @@ def _materialise(c: Any, a: Any) -> Any:
 
 
 def _pair(c: Any, w: Any) -> Any:
-    """``Re(sum(conj(w) * c))`` written with plain numpy, so that irad can trace it."""
+    """``Re(sum(w * c))`` written with plain numpy, so that irad can trace it."""
     if isinstance(c, (list, tuple)):
         total = 0.0
         for ci, wi in zip(c, w):
             if ci is not None and wi is not None:
                 total = total + _pair(ci, wi)
         return total
-    return np.real(np.sum(np.conj(w) * c))
+    return np.real(np.sum(w * c))
 
 
 __all__ = ["check_grads", "check_rule"]

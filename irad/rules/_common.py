@@ -74,7 +74,10 @@ def builtin_nondiff() -> list[Any]:
 
 
 def cj(x: Any) -> Any:
-    """``conj(x)`` for complex values, ``x`` itself otherwise (cotangents are ``ybar * conj(J)``)."""
+    """``conj(x)`` for complex values, ``x`` itself otherwise (no copy of real arrays).
+
+    Cotangents carry no conjugate for holomorphic functions (``ybar * f'(z)``); ``cj`` appears
+    where the function itself conjugates (``vdot``, ``|z|``, ``var`` of complex values)."""
     return np.conj(x) if np.iscomplexobj(x) else x
 
 

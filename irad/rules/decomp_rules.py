@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Table, nones, norm_axes
+from ._common import Table, cj, nones, norm_axes
 from ..errors import NoRuleError
 
 T = Table(__name__)
@@ -112,7 +112,13 @@ def eigvals_fwd(a: Any) -> tuple[Any, Any]:
 
 def _eig_cot(w: Any, v: Any, gw: Any, gv: Any, cplx: bool) -> Any:
     """A = V diag(w) V^-1 (columns of V of unit norm): with G = V^H gV and F_ij = 1/(w_j - w_i),
-    A gets V^-H (diag(gw) + conj(F) * (G - V^H V Re(diag(G)))) V^H (the real part for real A)."""
+    the Hermitian adjoint sends (gw, gV) to V^-H (diag(gw) + conj(F) * (G - V^H V Re(diag(G)))) V^H;
+    JAX's convention conjugates it on both sides (the real part for real A)."""
+    ga = _eig_adjoint(w, v, cj(gw), None if gv is None else cj(gv))
+    return cj(ga) if cplx else np.real(ga)
+
+
+def _eig_adjoint(w: Any, v: Any, gw: Any, gv: Any) -> Any:
     vh = np.conj(_T(v))
     inner = np.expand_dims(gw, -1) * np.eye(np.shape(w)[-1])
     if gv is not None:
@@ -120,8 +126,7 @@ def _eig_cot(w: Any, v: Any, gw: Any, gv: Any, cplx: bool) -> Any:
         gg = _mm(vh, gv)
         diag_re = np.real(gg) * np.eye(np.shape(w)[-1])
         inner = inner + f * (gg - _mm(vh, v, diag_re))
-    ga = np.linalg.solve(vh, _mm(inner, vh))
-    return ga if cplx else np.real(ga)
+    return np.linalg.solve(vh, _mm(inner, vh))
 
 
 def eig_pullback(s: Any, g: Any) -> tuple[Any]:
@@ -357,13 +362,15 @@ def norm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     gk = g if keepdims else np.expand_dims(g, axes)
     if n >= 2:  # ord given positionally: a float ord can be differentiated (p-norms) or not at all
         rest = (_ord_cot(x, ordv, axes, yk, gk, keepdims) if kind == "vec" else NotImplemented,) + rest[1:]
+    # the formulas give the ascent direction (x/|x|-like); a real function of complex x gets its
+    # conjugate in JAX's convention (df/dRe - i df/dIm), hence cj
     if kind == "vec":
-        return (np.broadcast_to(_vector_norm_cot(x, ordv, axes, yk, gk), shape),) + rest
+        return (cj(np.broadcast_to(_vector_norm_cot(x, ordv, axes, yk, gk), shape)),) + rest
     r, c = axes
     xt = np.moveaxis(x, (r, c), (-2, -1))
     ykt = np.moveaxis(yk, (r, c), (-2, -1))
     gkt = np.moveaxis(gk, (r, c), (-2, -1))
-    return (np.moveaxis(_matrix_norm_cot(xt, ordv, ykt, gkt), (-2, -1), (r, c)),) + rest
+    return (cj(np.moveaxis(_matrix_norm_cot(xt, ordv, ykt, gkt), (-2, -1), (r, c))),) + rest
 
 
 _NORM = "vector 2/1/inf/p, matrix fro/nuc/2/1/inf; ties split evenly; 0 at 0"

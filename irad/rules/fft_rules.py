@@ -1,14 +1,14 @@
 """Rules for numpy.fft: the complex, real and inverse transforms (1-d, 2-d, n-d) and the shifts.
 
-Every transform is linear, so its pullback is the adjoint transform (irad's convention: the
-cotangent of ``x`` is ``ybar * conj(dy/dx)``, i.e. ``J^H ybar``).  The adjoint of ``fft`` with
-normalisation ``norm`` is ``ifft`` with the *opposite* normalisation ("backward" <-> "forward",
-"ortho" stays), followed by undoing the zero-padding or truncation that ``n``/``s`` applied.
-``rfft`` keeps the first ``n//2 + 1`` outputs: its adjoint zero-pads ``ybar`` back to ``n`` and
-takes the real part.  ``irfft`` reads each interior frequency twice (it and its conjugate
-mirror) and ignores the imaginary part of the DC (and, for even ``n``, the Nyquist) term: its
-adjoint is ``rfft(ybar)`` weighted by 2 on the interior frequencies.  The math follows HIPS
-autograd's numpy/fft.py; the code is irad's.
+Every transform is linear, so its pullback is the transpose ``J^T ybar`` (JAX's and autograd's
+convention: the cotangent of ``x`` is ``ybar * dy/dx``, no conjugate).  The DFT matrix is
+symmetric, so the pullback of ``fft``/``ifft`` with normalisation ``norm`` is the *same*
+transform with the same ``norm``, followed by undoing the zero-padding or truncation that
+``n``/``s`` applied.  ``rfft`` keeps the first ``n//2 + 1`` outputs: its pullback zero-pads
+``ybar`` back to ``n``, transforms and takes the real part.  ``irfft`` reads each interior
+frequency twice (it and its conjugate mirror) and ignores the imaginary part of the DC (and, for
+even ``n``, the Nyquist) term: its pullback is ``conj(rfft(ybar))`` (opposite norm) weighted by 2
+on the interior frequencies.  The math follows HIPS autograd's numpy/fft.py; the code is irad's.
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def _half_weights(n: int, m: int, axis: int, ndim: int) -> Any:
 
 
 def _c2c_state(x: Any, s: list[int], axes: list[int], norm: Any, inverse: bool, nargs: int) -> Any:
-    return (np.shape(x), s, axes, _adj_norm(norm), inverse, nargs)
+    return (np.shape(x), s, axes, norm, inverse, nargs)
 
 
 def fft_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -121,13 +121,13 @@ def ifftn_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def fft_pullback(st: Any, g: Any) -> tuple[Any, ...]:
-    """The adjoint of a complex transform: the opposite transform with the opposite norm, then
-    undo the padding/truncation of ``n``/``s``."""
+    """The transpose of a complex transform: the same transform with the same norm (the DFT
+    matrix is symmetric), then undo the padding/truncation of ``n``/``s``."""
     shape, s, axes, norm, inverse, nargs = st
     if inverse:
-        ga = np.fft.fftn(g, s=s, axes=axes, norm=norm)
-    else:
         ga = np.fft.ifftn(g, s=s, axes=axes, norm=norm)
+    else:
+        ga = np.fft.fftn(g, s=s, axes=axes, norm=norm)
     return (_fit_axes(ga, shape, axes),) + nones(nargs - 1)
 
 
@@ -137,26 +137,26 @@ def fft_pullback(st: Any, g: Any) -> tuple[Any, ...]:
 def rfft_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("n", "axis", "norm"), n=None, axis=-1, norm=None)
     s, axes = _axes_1d(a, o["n"], o["axis"])
-    return np.fft.rfft(a, *args, **kw), (np.shape(a), s, axes, _adj_norm(o["norm"]), 1 + len(args))
+    return np.fft.rfft(a, *args, **kw), (np.shape(a), s, axes, o["norm"], 1 + len(args))
 
 
 def rfft2_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("s", "axes", "norm"), s=None, axes=(-2, -1), norm=None)
     s, axes = _axes_nd(a, o["s"], o["axes"], (-2, -1))
-    return np.fft.rfft2(a, *args, **kw), (np.shape(a), s, axes, _adj_norm(o["norm"]), 1 + len(args))
+    return np.fft.rfft2(a, *args, **kw), (np.shape(a), s, axes, o["norm"], 1 + len(args))
 
 
 def rfftn_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("s", "axes", "norm"), s=None, axes=None, norm=None)
     s, axes = _axes_nd(a, o["s"], o["axes"], None)
-    return np.fft.rfftn(a, *args, **kw), (np.shape(a), s, axes, _adj_norm(o["norm"]), 1 + len(args))
+    return np.fft.rfftn(a, *args, **kw), (np.shape(a), s, axes, o["norm"], 1 + len(args))
 
 
 def rfft_pullback(st: Any, g: Any) -> tuple[Any, ...]:
     """rfft keeps the first n//2+1 outputs of the complex transform: zero-pad ``g`` back to the
-    full length (ifftn's ``s`` does it), apply the adjoint, keep the real part."""
+    full length (fftn's ``s`` does it), apply the transpose, keep the real part."""
     shape, s, axes, norm, nargs = st
-    ga = np.real(np.fft.ifftn(g, s=s, axes=axes, norm=norm))
+    ga = np.real(np.fft.fftn(g, s=s, axes=axes, norm=norm))
     return (_fit_axes(ga, shape, axes),) + nones(nargs - 1)
 
 
@@ -189,10 +189,11 @@ def irfftn_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def irfft_pullback(st: Any, g: Any) -> tuple[Any, ...]:
-    """The adjoint of irfft: rfft of ``g`` (opposite norm), interior frequencies weighted by 2
-    (each stands for itself and its conjugate mirror); then back to the input's length."""
+    """The transpose of irfft: conj(rfft(g)) (opposite norm; g is real, so this is the
+    Hermitian adjoint conjugated), interior frequencies weighted by 2 (each stands for itself and
+    its conjugate mirror); then back to the input's length."""
     shape, s, axes, norm, nargs = st
-    ga = np.fft.rfftn(g, s=s, axes=axes, norm=norm)
+    ga = np.conj(np.fft.rfftn(g, s=s, axes=axes, norm=norm))
     ga = ga * _half_weights(s[-1], np.shape(ga)[axes[-1]], axes[-1], np.ndim(ga))
     return (_fit_axes(ga, shape, axes),) + nones(nargs - 1)
 

@@ -1,7 +1,7 @@
 """Rules for products (matmul, dot, einsum, tensordot, ...) and numpy.linalg's inverse-type ops.
 
 Decompositions and norms are in ``decomp_rules``.  Products support complex values (the
-cotangent of ``a`` in ``a @ b`` is ``g @ b^H``) and broadcasting of batch dimensions (the
+cotangent of ``a`` in ``a @ b`` is ``g @ b^T``: JAX's convention, no conjugate) and broadcasting of batch dimensions (the
 transform sums the batch axes down).  Inverse, determinant and solve assume a non-singular
 matrix, as their derivatives do.
 """
@@ -26,6 +26,11 @@ def _H(x: Any) -> Any:
     return np.swapaxes(cj(x), -1, -2)
 
 
+def _T(x: Any) -> Any:
+    """Transpose of the last two axes (holomorphic rules' cotangents: no conjugate)."""
+    return np.swapaxes(x, -1, -2)
+
+
 # ---- matmul and friends ----------------------------------------------------------------------
 
 
@@ -44,18 +49,18 @@ def linalg_matmul_fwd(a: Any, b: Any) -> tuple[Any, Any]:
 
 
 def matmul_pullback(s: Any, g: Any) -> tuple[Any, Any]:
-    """a gets g @ b^H, b gets a^H @ g; 1-d operands are promoted and demoted again."""
+    """a gets g @ b^T, b gets a^T @ g; 1-d operands are promoted and demoted again."""
     a, b = s
     ad, bd = np.ndim(a), np.ndim(b)
     if ad == 1 and bd == 1:
-        return g * cj(b), cj(a) * g
+        return g * b, a * g
     if ad == 1:  # (n,) @ (..., n, k) -> (..., k)
-        ga = np.matmul(cj(b), g[..., None])[..., 0]
-        return ga, cj(a)[:, None] * np.expand_dims(g, -2)
+        ga = np.matmul(b, g[..., None])[..., 0]
+        return ga, a[:, None] * np.expand_dims(g, -2)
     if bd == 1:  # (..., m, n) @ (n,) -> (..., m)
-        gb = np.matmul(_H(a), g[..., None])[..., 0]
-        return g[..., :, None] * cj(b), gb
-    return np.matmul(g, _H(b)), np.matmul(_H(a), g)
+        gb = np.matmul(_T(a), g[..., None])[..., 0]
+        return g[..., :, None] * b, gb
+    return np.matmul(g, _T(b)), np.matmul(_T(a), g)
 
 
 def dot_fwd(a: Any, b: Any, **kw: Any) -> tuple[Any, Any]:
@@ -71,15 +76,15 @@ def dot_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     a, b = s
     ad, bd = np.ndim(a), np.ndim(b)
     if ad == 0 or bd == 0:
-        return g * cj(b), g * cj(a)
+        return g * b, g * a
     ia = ad - 1
     if bd == 1:  # y[I] = sum_l a[I, l] b[l]
-        ga = np.multiply.outer(g, cj(b))
-        gb = np.tensordot(cj(a), g, axes=(list(range(ia)), list(range(ia))))
+        ga = np.multiply.outer(g, b)
+        gb = np.tensordot(a, g, axes=(list(range(ia)), list(range(ia))))
         return ga, gb
     jb = bd - 2  # y[I, J, k] = sum_l a[I, l] b[J, l, k]
-    ga = np.tensordot(g, cj(b), axes=(list(range(ia, np.ndim(g))), list(range(jb)) + [jb + 1]))
-    gb = np.tensordot(cj(a), g, axes=(list(range(ia)), list(range(ia))))
+    ga = np.tensordot(g, b, axes=(list(range(ia, np.ndim(g))), list(range(jb)) + [jb + 1]))
+    gb = np.tensordot(a, g, axes=(list(range(ia)), list(range(ia))))
     return ga, np.moveaxis(gb, 0, jb)
 
 
@@ -88,10 +93,10 @@ def vdot_fwd(a: Any, b: Any) -> tuple[Any, Any]:
 
 
 def vdot_pullback(s: Any, g: Any) -> tuple[Any, Any]:
-    """vdot(a, b) = sum(conj(a) * b): a gets b * conj(g), b gets a * g."""
+    """vdot(a, b) = sum(conj(a) * b): a gets conj(b * g), b gets conj(a) * g."""
     a, b = s
-    return (np.reshape(np.ravel(b) * np.conj(g), np.shape(a)),
-            np.reshape(np.ravel(a) * g, np.shape(b)))
+    return (np.reshape(cj(np.ravel(b) * g), np.shape(a)),
+            np.reshape(cj(np.ravel(a)) * g, np.shape(b)))
 
 
 def _vecdot_fwd(fn: Any, a: Any, b: Any, kw: dict[str, Any]) -> tuple[Any, Any]:
@@ -112,7 +117,7 @@ def vecdot_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     a, b, axis = s
     nd = max(np.ndim(a), np.ndim(b))
     ge = np.expand_dims(g, axis % nd)
-    return b * np.conj(ge), a * ge
+    return cj(b * ge), cj(a) * ge
 
 
 def inner_fwd(a: Any, b: Any) -> tuple[Any, Any]:
@@ -122,7 +127,7 @@ def inner_fwd(a: Any, b: Any) -> tuple[Any, Any]:
 def inner_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     a, b = s
     if np.ndim(a) == 0 or np.ndim(b) == 0:
-        return g * cj(b), g * cj(a)
+        return g * b, g * a
     return _tensordot_cots(a, b, [np.ndim(a) - 1], [np.ndim(b) - 1], g)
 
 
@@ -136,8 +141,8 @@ def linalg_outer_fwd(a: Any, b: Any) -> tuple[Any, Any]:
 
 def outer_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     a, b = s
-    ga = np.matmul(g, cj(np.ravel(b)))
-    gb = np.matmul(cj(np.ravel(a)), g)
+    ga = np.matmul(g, np.ravel(b))
+    gb = np.matmul(np.ravel(a), g)
     return np.reshape(ga, np.shape(a)), np.reshape(gb, np.shape(b))
 
 
@@ -157,11 +162,11 @@ def _tensordot_cots(a: Any, b: Any, xa: list[int], xb: list[int], g: Any) -> tup
     fb = [i for i in range(np.ndim(b)) if i not in xb]
     nfa = len(fa)
     # a: contract g's free-b part with b's free axes -> (free a..., summed b axes sorted)
-    ga = np.tensordot(g, cj(b), axes=(list(range(nfa, np.ndim(g))), fb))
+    ga = np.tensordot(g, b, axes=(list(range(nfa, np.ndim(g))), fb))
     order_b = sorted(xb)
     ga_axes = fa + [xa[xb.index(j)] for j in order_b]
     ga = np.transpose(ga, np.argsort(ga_axes))
-    gb = np.tensordot(cj(a), g, axes=(fa, list(range(nfa))))
+    gb = np.tensordot(a, g, axes=(fa, list(range(nfa))))
     order_a = sorted(xa)
     gb_axes = [xb[xa.index(i)] for i in order_a] + fb
     gb = np.transpose(gb, np.argsort(gb_axes))
@@ -196,8 +201,8 @@ def kron_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     G = np.reshape(g, tuple(x for pair in zip(sa, sb) for x in pair))
     G = np.transpose(G, tuple(range(0, 2 * d, 2)) + tuple(range(1, 2 * d, 2)))
     A, B = np.reshape(a, sa), np.reshape(b, sb)
-    ga = np.tensordot(G, cj(B), axes=d)
-    gb = np.tensordot(cj(A), G, axes=d)
+    ga = np.tensordot(G, B, axes=d)
+    gb = np.tensordot(A, G, axes=d)
     return np.reshape(ga, np.shape(a)), np.reshape(gb, np.shape(b))
 
 
@@ -243,8 +248,8 @@ def cross_pullback(s: Any, g: Any) -> tuple[Any, Any]:
         G = np.stack([np.zeros_like(g), np.zeros_like(g), g], axis=-1)
     else:
         G = np.moveaxis(g, axisc, -1)
-    gA = ops.sum_to(np.cross(cj(B3), G), np.shape(A3))[..., :np.shape(A)[-1]]
-    gB = ops.sum_to(np.cross(G, cj(A3)), np.shape(B3))[..., :np.shape(B)[-1]]
+    gA = ops.sum_to(np.cross(B3, G), np.shape(A3))[..., :np.shape(A)[-1]]
+    gB = ops.sum_to(np.cross(G, A3), np.shape(B3))[..., :np.shape(B)[-1]]
     return np.moveaxis(gA, -1, axisa), np.moveaxis(gB, -1, axisb)
 
 
@@ -283,7 +288,7 @@ def subtract_outer_pullback(s: Any, g: Any) -> tuple[Any, Any]:
 def multiply_outer_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     a, b = s
     na, nb = np.ndim(a), np.ndim(b)
-    return np.tensordot(g, cj(b), axes=nb), np.tensordot(cj(a), g, axes=na)
+    return np.tensordot(g, b, axes=nb), np.tensordot(a, g, axes=na)
 
 
 _MM = "1-d operands promoted like numpy"
@@ -346,7 +351,7 @@ def einsum_fwd(*args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def _einsum_cot(i: int, ins: list[str], out: str, ops_: tuple[Any, ...], g: Any, optimize: Any) -> Any:
-    """Contract g with the other operands (conjugated) into operand i's labels.
+    """Contract g with the other operands into operand i's labels.
 
     Repeated labels of operand i (a diagonal) get fresh labels tied by identity matrices; labels
     only operand i has (summed away) come back through a vector of ones.
@@ -356,7 +361,7 @@ def _einsum_cot(i: int, ins: list[str], out: str, ops_: tuple[Any, ...], g: Any,
     used = set("".join(ins) + out)
     fresh = iter(c for c in string.ascii_letters if c not in used)
     terms: list[tuple[str, Any]] = [(out, g)]
-    terms += [(ins[j], cj(ops_[j])) for j in range(len(ops_)) if j != i]
+    terms += [(ins[j], ops_[j]) for j in range(len(ops_)) if j != i]
     target = []
     seen: set[str] = set()
     for c, n in zip(sub, shape):
@@ -402,13 +407,14 @@ def convolve_fwd(a: Any, v: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def convolve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    """Embed g in the full-length output, then correlate with the other operand."""
+    """Embed g in the full-length output, then correlate with the other operand (np.correlate
+    conjugates its second operand, which cj undoes: convolve is holomorphic in each)."""
     a, v, mode, n = s
     na, nv = np.size(a), np.size(v)
     off = _conv_offset(na, nv, mode)
     full = np.pad(g, (off, na + nv - 1 - off - np.size(g)))
-    ga = np.correlate(full, v, "valid")
-    gv = np.correlate(full, a, "valid")
+    ga = np.correlate(full, cj(v), "valid")
+    gv = np.correlate(full, cj(a), "valid")
     return (ga, gv) + nones(n - 2)
 
 
@@ -429,8 +435,8 @@ def correlate_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     else:
         off = _conv_offset(na, nv, mode)
     full = np.pad(g, (off, na + nv - 1 - off - np.size(g)))
-    ga = np.convolve(full, v, "valid")
-    gv = np.conj(np.correlate(full, a, "valid"))[::-1]
+    ga = np.convolve(full, cj(v), "valid")
+    gv = np.correlate(cj(full), a, "valid")[::-1]
     return (ga, gv) + nones(n - 2)
 
 
@@ -447,7 +453,7 @@ def inv_fwd(a: Any) -> tuple[Any, Any]:
 
 def inv_pullback(y: Any, g: Any) -> tuple[Any]:
     """d inv(A) = -inv(A) dA inv(A)."""
-    yh = _H(y)
+    yh = _T(y)
     return (-np.matmul(yh, np.matmul(g, yh)),)
 
 
@@ -459,7 +465,7 @@ def det_fwd(a: Any) -> tuple[Any, Any]:
 def det_pullback(s: Any, g: Any) -> tuple[Any]:
     """d det(A) = det(A) tr(inv(A) dA)."""
     a, y = s
-    return (np.expand_dims(g * cj(y), (-2, -1)) * _H(np.linalg.inv(a)),)
+    return (np.expand_dims(g * y, (-2, -1)) * _T(np.linalg.inv(a)),)
 
 
 def slogdet_fwd(a: Any) -> tuple[Any, Any]:
@@ -468,13 +474,14 @@ def slogdet_fwd(a: Any) -> tuple[Any, Any]:
 
 
 def slogdet_pullback(s: Any, g: Any) -> tuple[Any]:
-    """logabsdet gets tr(inv(A) dA)'s real part; for complex A the sign (a phase) gets the rest."""
+    """logabsdet gets tr(inv(A) dA)'s real part; for complex A the sign (a phase, d sign =
+    1j sign Im(tr(inv(A) dA))) gets the rest."""
     a, sign = s
     gsign, glog = g
     coef = glog
     if np.iscomplexobj(a):
-        coef = glog - 1j * np.imag(np.conj(gsign) * sign)
-    return (np.expand_dims(coef, (-2, -1)) * _H(np.linalg.inv(a)),)
+        coef = glog + 1j * np.imag(gsign * sign)
+    return (np.expand_dims(coef, (-2, -1)) * _T(np.linalg.inv(a)),)
 
 
 def solve_fwd(a: Any, b: Any) -> tuple[Any, Any]:
@@ -483,13 +490,13 @@ def solve_fwd(a: Any, b: Any) -> tuple[Any, Any]:
 
 
 def solve_pullback(s: Any, g: Any) -> tuple[Any, Any]:
-    """x = A^-1 b: b gets A^-H g, A gets -(A^-H g) x^H.  A 1-d b is one column vector."""
+    """x = A^-1 b: b gets A^-T g, A gets -(A^-T g) x^T.  A 1-d b is one column vector."""
     a, x, vec = s
     if vec:
-        gb = np.linalg.solve(_H(a), np.asarray(g)[..., None])
-        return -np.matmul(gb, _H(np.asarray(x)[..., None])), gb[..., 0]
-    gb = np.linalg.solve(_H(a), g)
-    return -np.matmul(gb, _H(x)), gb
+        gb = np.linalg.solve(_T(a), np.asarray(g)[..., None])
+        return -np.matmul(gb, _T(np.asarray(x)[..., None])), gb[..., 0]
+    gb = np.linalg.solve(_T(a), g)
+    return -np.matmul(gb, _T(x)), gb
 
 
 def pinv_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -500,7 +507,14 @@ def pinv_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def pinv_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    """Golub & Pereyra's derivative of the pseudo-inverse (valid while the rank is constant)."""
+    """Golub & Pereyra's derivative of the pseudo-inverse (valid while the rank is constant).
+
+    pinv is not holomorphic (it reads A^H): the formula is the Hermitian adjoint, so it runs on
+    conj(g) and its result is conjugated (JAX's convention; both are no-ops on real values)."""
+    return (cj(_pinv_adjoint(s, cj(g))),) + nones(s[2] - 1)
+
+
+def _pinv_adjoint(s: Any, g: Any) -> Any:
     a, p, n = s
     ph, gh = _H(p), _H(g)
     m, k = np.shape(a)[-2], np.shape(a)[-1]
@@ -509,7 +523,7 @@ def pinv_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     ga = (-np.matmul(ph, np.matmul(g, ph))
           + np.matmul(left, np.matmul(gh, np.matmul(p, ph)))
           + np.matmul(np.matmul(ph, p), np.matmul(gh, right)))
-    return (ga,) + nones(n - 1)
+    return ga
 
 
 def lstsq_fwd(a: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -521,13 +535,20 @@ def lstsq_fwd(a: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 def lstsq_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """x = A+ b at full rank: the pseudo-inverse's derivative; the residuals |b - A x|^2 give
-    b 2 r g and A -2 r g x^H (A^H r = 0 there); the singular values give U diag(g) V^H."""
-    a, b, p, x, n = s
+    b 2 r g and A -2 r g x^H (A^H r = 0 there); the singular values give U diag(g) V^H.
+
+    Those are Hermitian adjoints (lstsq is not holomorphic): conj in, conj out, as for pinv."""
     gx, gres, _, gsv = g
+    ga, gb = _lstsq_adjoint(s, cj(gx), gres, gsv)
+    return (cj(ga), cj(gb)) + nones(s[4] - 2)
+
+
+def _lstsq_adjoint(s: Any, gx: Any, gres: Any, gsv: Any) -> tuple[Any, Any]:
+    a, b, p, x, n = s
     vec = np.ndim(b) == 1
     B, X = (b[:, None], x[:, None]) if vec else (b, x)
     GX = gx[:, None] if vec else gx
-    ga = pinv_pullback((a, p, 1), np.matmul(GX, _H(B)))[0]
+    ga = _pinv_adjoint((a, p, 1), np.matmul(GX, _H(B)))
     gb = np.matmul(_H(p), GX)
     if np.size(gres):
         rg = (B - np.matmul(a, X)) * (2.0 * gres)
@@ -535,7 +556,7 @@ def lstsq_pullback(s: Any, g: Any) -> tuple[Any, ...]:
         ga = ga - np.matmul(rg, _H(X))
     u, _, vh = np.linalg.svd(a, full_matrices=False)
     ga = ga + np.matmul(u * np.expand_dims(gsv, -2), vh)
-    return (ga, gb[:, 0] if vec else gb) + nones(n - 2)
+    return ga, gb[:, 0] if vec else gb
 
 
 def matrix_power_fwd(a: Any, n: int) -> tuple[Any, Any]:
@@ -543,7 +564,7 @@ def matrix_power_fwd(a: Any, n: int) -> tuple[Any, Any]:
 
 
 def matrix_power_pullback(s: Any, g: Any) -> tuple[Any, None]:
-    """A^n: sum_k (A^H)^k g (A^H)^(n-1-k); negative n goes through the inverse."""
+    """A^n: sum_k (A^T)^k g (A^T)^(n-1-k); negative n goes through the inverse."""
     a, n = s
     if n == 0:
         return None, None
@@ -552,9 +573,9 @@ def matrix_power_pullback(s: Any, g: Any) -> tuple[Any, None]:
     powers = [np.broadcast_to(np.eye(np.shape(a)[-1]), np.shape(a))]
     for _ in range(k - 1):
         powers.append(np.matmul(powers[-1], base))
-    gb = sum(np.matmul(_H(powers[j]), np.matmul(g, _H(powers[k - 1 - j]))) for j in range(k))
+    gb = sum(np.matmul(_T(powers[j]), np.matmul(g, _T(powers[k - 1 - j]))) for j in range(k))
     if n < 0:
-        bh = _H(base)
+        bh = _T(base)
         gb = -np.matmul(bh, np.matmul(gb, bh))
     return gb, None
 
@@ -564,7 +585,7 @@ def multi_dot_fwd(arrays: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def multi_dot_pullback(s: Any, g: Any) -> tuple[Any]:
-    """Each factor gets (left product)^H g (right product)^H, 1-d ends promoted to 2-d."""
+    """Each factor gets (left product)^T g (right product)^T, 1-d ends promoted to 2-d."""
     items, seqtype = s
     mats = [np.asarray(x) for x in items]
     first_vec, last_vec = mats[0].ndim == 1, mats[-1].ndim == 1
@@ -580,7 +601,7 @@ def multi_dot_pullback(s: Any, g: Any) -> tuple[Any]:
     right = [np.eye(mats[-1].shape[1])]
     for m in mats[:0:-1]:
         right.append(np.matmul(m, right[-1]))
-    cot = [np.matmul(_H(left[i]), np.matmul(g2, _H(right[k - 1 - i]))) for i in range(k)]
+    cot = [np.matmul(_T(left[i]), np.matmul(g2, _T(right[k - 1 - i]))) for i in range(k)]
     cot = [np.reshape(c, np.shape(x)) for c, x in zip(cot, items)]
     return (tuple(cot) if seqtype is tuple else cot,)
 

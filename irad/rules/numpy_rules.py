@@ -1,9 +1,10 @@
 """Rules for numpy's elementwise functions and reductions, and numpy's non-differentiable list.
 
 Shape and indexing rules live in ``array_rules``, products and ``numpy.linalg`` in
-``linalg_rules``.  Conventions (docs/rules.md): cotangents are ``ybar * conj(dy/dx)``; they may
-keep the broadcast shape of the output (the transform sums them down); ties in ``max``/``min``
-reductions and in ``maximum``/``minimum`` split the cotangent evenly between the tied elements.
+``linalg_rules``.  Conventions (docs/rules.md): cotangents are ``ybar * dy/dx`` (JAX's complex
+convention, no conjugate); they may keep the broadcast shape of the output (the transform sums
+them down); ties in ``max``/``min`` reductions and in ``maximum``/``minimum`` split the cotangent
+evenly between the tied elements.
 """
 from __future__ import annotations
 
@@ -62,7 +63,9 @@ def absolute_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def absolute_pullback(x: Any, g: Any) -> tuple[Any]:
-    """``g * sign(x)``; numpy's complex sign is ``x/|x|``, the right cotangent of ``|x|``."""
+    """``g * sign(x)``; for complex ``x`` it is ``g * conj(x)/|x|`` (d|z| = Re(conj(z) dz)/|z|)."""
+    if np.iscomplexobj(x):
+        return (g * np.conj(np.sign(x)),)
     return (g * np.sign(x),)
 
 
@@ -72,13 +75,14 @@ def sign_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def sign_pullback(s: Any, g: Any) -> tuple[Any]:
-    """Real sign is locally constant; complex sign(z) = z/|z| has dz/|z| - z Re(conj(z) dz)/|z|^3."""
+    """Real sign is locally constant; complex y = sign(z) = z/|z| has dy = (dz - y Re(conj(y) dz))/|z|,
+    whose transpose sends g to (g - Re(g y) conj(y))/|z|."""
     x, y = s
     if not np.iscomplexobj(x):
         return (None,)
     r = np.abs(x)
     safe = np.where(r == 0, 1.0, r)
-    gx = (g - np.real(np.conj(g) * y) * y) / safe
+    gx = (g - np.real(g * y) * np.conj(y)) / safe
     return (np.where(r == 0, 0.0, gx),)
 
 
@@ -100,8 +104,8 @@ def imag_fwd(x: Any) -> tuple[Any, Any]:
 
 
 def imag_pullback(cplx: bool, g: Any) -> tuple[Any]:
-    """imag(x) = Re(-1j * x), so x gets 1j * g (nothing when x is real)."""
-    return (1j * g if cplx else None,)
+    """imag(x) = Re(-1j * x), so x gets -1j * g (nothing when x is real)."""
+    return (-1j * g if cplx else None,)
 
 
 def conj_fwd(x: Any, **kw: Any) -> tuple[Any, Any]:
@@ -121,12 +125,13 @@ def angle_fwd(x: Any, deg: bool = False) -> tuple[Any, Any]:
 
 
 def angle_pullback(s: Any, g: Any) -> tuple[Any]:
-    """angle(z) = Im(log z): z gets 1j * z * g / |z|^2; real input is locally constant."""
+    """angle(z) = atan2(y, x): z gets g * (d/dx - 1j d/dy) = -1j * conj(z) * g / |z|^2; real input
+    is locally constant."""
     x, deg = s
     if not np.iscomplexobj(x):
         return (None,)
     scale = 180.0 / np.pi if deg else 1.0
-    return (1j * x * (g * scale) / (x * np.conj(x)).real,)
+    return (-1j * np.conj(x) * (g * scale) / (x * np.conj(x)).real,)
 
 
 def clip_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -376,10 +381,10 @@ def _centered(o: dict[str, Any]) -> Any:
 
 
 def var_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
-    """d var = 2 (x - mean) / (N - ddof)."""
+    """d var = 2 Re(conj(x - mean) dx) / (N - ddof): x gets 2 conj(x - mean) / (N - ddof)."""
     gx = unreduce(g, o["shape"], o["axis"], o["keepdims"])
     k = count(o["shape"], o["axis"]) - o["ddof"]
-    return (gx * _centered(o) * (2.0 / k),) + nones(o["n"] - 1)
+    return (gx * cj(_centered(o)) * (2.0 / k),) + nones(o["n"] - 1)
 
 
 def std_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
@@ -388,7 +393,7 @@ def std_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
     safe = np.where(y == 0, 1.0, y)
     gx = unreduce(np.where(y == 0, 0.0, g / safe), o["shape"], o["axis"], o["keepdims"])
     k = count(o["shape"], o["axis"]) - o["ddof"]
-    return (gx * _centered(o) / k,) + nones(o["n"] - 1)
+    return (gx * cj(_centered(o)) / k,) + nones(o["n"] - 1)
 
 
 def _minmax_state(fn: Any, a: Any, args: tuple[Any, ...], kw: dict[str, Any],
@@ -502,7 +507,7 @@ def prod_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
     others = _prod_others(xe, norm_axes(axis, len(shape)))
     if "initial" in o:
         others = others * o["initial"]
-    gx = unreduce(g, shape, axis, o["keepdims"]) * cj(others)
+    gx = unreduce(g, shape, axis, o["keepdims"]) * others
     if w is not True:
         gx = np.where(w, gx, 0.0)
     return (gx,) + nones(o["n"] - 1)
@@ -590,10 +595,10 @@ def cumprod_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
     if axis is None:
         x, g, axis = np.ravel(x), np.ravel(g), 0
     nz = x != 0
-    main = _revcumsum(g * cj(y), axis) / cj(np.where(nz, x, 1))
+    main = _revcumsum(g * y, axis) / np.where(nz, x, 1)
     first = ~nz & (np.cumsum(~nz, axis=axis) == 1)
     y1 = np.cumprod(np.where(first, 1, x), axis=axis)
-    alt = _revcumsum(g * cj(y1), axis)
+    alt = _revcumsum(g * y1, axis)
     gx = np.where(nz, main, np.where(first, alt, 0.0))
     return (np.reshape(gx, o["shape"]),) + nones(o["n"] - 1)
 

@@ -3,7 +3,8 @@
 The tracer records ``a + b`` as ``operator.add(a, b)`` whatever the operand types (Python floats,
 numpy scalars, arrays), so these rules are written once for all of them: Python floats in give
 Python floats out, and broadcasting is left to the transform.  Complex values follow the
-convention of ``scalar_rule``: the cotangent of ``x`` is ``ybar * conj(dy/dx)``.
+convention of ``scalar_rule`` (JAX's and autograd's): the cotangent of ``x`` is ``ybar * dy/dx``,
+no conjugate, and a real-valued ``f`` of complex ``z`` gets ``df/dx - i df/dy``.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def mul_fwd(x: Any, y: Any) -> tuple[Any, Any]:
 
 def mul_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     x, y = s
-    return g * cj(y), g * cj(x)
+    return g * y, g * x
 
 
 def truediv_fwd(x: Any, y: Any) -> tuple[Any, Any]:
@@ -55,8 +56,8 @@ def truediv_fwd(x: Any, y: Any) -> tuple[Any, Any]:
 
 def truediv_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     y, out = s
-    gx = g / cj(y)
-    return gx, -gx * cj(out)
+    gx = g / y
+    return gx, -gx * out
 
 
 def neg_fwd(x: Any) -> tuple[Any, Any]:
@@ -101,14 +102,14 @@ def pow_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     """d(x**y): ``y * x**(y-1)`` (0 where y == 0) and ``x**y * log(x)`` (0 where x == 0)."""
     x, y, out = s
     if isinstance(y, (int, np.integer)) and not isinstance(y, (bool, np.bool_)):
-        gx = g * cj(y * (x if y == 2 else x ** (y - 1))) if y != 0 else g * 0.0  # x ** 1 would copy
+        gx = g * (y * (x if y == 2 else x ** (y - 1))) if y != 0 else g * 0.0  # x ** 1 would copy
         return gx, None
     # NOTE: np.equal/np.greater, not ==/>: on Python floats those give a bool, which the tracer
     # cannot keep as data (it guards), so this body would not inline
-    gx = g * cj(y * x ** np.where(np.equal(y, 0), 1.0, y - 1.0))
+    gx = g * (y * x ** np.where(np.equal(y, 0), 1.0, y - 1.0))
     if _is_int(y):
         return gx, None
-    return gx, g * cj(out * _log_base(x))
+    return gx, g * (out * _log_base(x))
 
 
 def _log_base(x: Any) -> Any:
@@ -146,9 +147,11 @@ def abs_fwd(x: Any) -> tuple[Any, Any]:
 
 
 def abs_pullback(x: Any, g: Any) -> tuple[Any]:
-    """``g * sign(x)`` (``x/|x|`` for complex), 0 at 0."""
+    """``g * sign(x)`` (``conj(x)/|x|`` for complex: d|z| = Re(conj(z) dz)/|z|), 0 at 0."""
     if type(x) is float:
         return (g * _sgn(x),)
+    if np.iscomplexobj(x):
+        return (g * np.conj(np.sign(x)),)
     return (g * np.sign(x),)
 
 
@@ -163,10 +166,10 @@ def complex_fwd(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
 
 
 def complex_pullback(n: int, g: Any) -> tuple[Any, ...]:
-    """complex(re, im) = re + 1j*im: re gets Re(g), im gets Im(g)."""
+    """complex(re, im) = re + 1j*im: re gets Re(g * 1) = Re(g), im gets Re(g * 1j) = -Im(g)."""
     if n == 1:
         return (g,)
-    return g.real, g.imag
+    return g.real, -g.imag
 
 
 def _chosen(args: tuple[Any, ...], y: Any) -> int:

@@ -253,7 +253,7 @@ def scalar_rule(fn: Any, *partials: Callable[..., Any]) -> Rule:
                 out.append(p)
             else:
                 d = p(*args, y) if wy else p(*args)
-                out.append(ybar * np.conj(d) if np.iscomplexobj(d) else ybar * d)
+                out.append(ybar * d)  # JAX's convention: no conjugate (docs/rules.md)
         return tuple(out)
 
     for f, suffix in ((fwd, "fwd"), (bwd, "pullback")):

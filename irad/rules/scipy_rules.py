@@ -424,18 +424,18 @@ def solve_triangular_fwd(a: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, An
 
 
 def solve_triangular_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    """x = op(A)^-1 b: b gets op(A)^-H g (the opposite transpose), A the triangle of
-    -(gb x^H), transposed (T) or conjugate-transposed (C) back when op(A) was."""
+    """x = op(A)^-1 b: b gets op(A)^-T g, A the triangle of -(gb x^T), transposed (T) or
+    conjugate-transposed (C) back when op(A) was."""
     a, x, trans, lower, unit, n = s
-    if trans == "N":     # A x = b: gb = A^-H g
-        gb = linalg.solve_triangular(a, g, trans="C", lower=lower, unit_diagonal=unit)
-    elif trans == "T":   # A^T x = b: gb = conj(A)^-1 g
-        gb = cj(linalg.solve_triangular(a, cj(g), lower=lower, unit_diagonal=unit))
-    else:                # A^H x = b: gb = A^-1 g
+    if trans == "N":     # A x = b: gb = A^-T g
+        gb = linalg.solve_triangular(a, g, trans="T", lower=lower, unit_diagonal=unit)
+    elif trans == "T":   # A^T x = b: gb = A^-1 g
         gb = linalg.solve_triangular(a, g, lower=lower, unit_diagonal=unit)
+    else:                # A^H x = b: gb = conj(A)^-1 g
+        gb = cj(linalg.solve_triangular(a, cj(g), lower=lower, unit_diagonal=unit))
     xm = x[:, None] if np.ndim(x) == 1 else x
     gm = gb[:, None] if np.ndim(gb) == 1 else gb
-    outer = -np.matmul(gm, _H(xm))   # the cotangent of op(A)
+    outer = -np.matmul(gm, _mT(xm))   # the cotangent of op(A)
     if trans == "T":
         outer = np.swapaxes(outer, -1, -2)
     elif trans == "C":
@@ -475,16 +475,18 @@ def cho_solve_fwd(c_and_lower: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any,
 
 
 def cho_solve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    """x = A^-1 b with A = L L^H (lower) or U^H U: b gets A^-1 g, the factor's triangle gets
-    (Abar + Abar^H) L (lower) or U (Abar + Abar^H) (upper), Abar = -gb x^H."""
+    """x = A^-1 b with A = L L^H (lower) or U^H U: the Hermitian adjoint sends g to gb = A^-1 g
+    and, on the factor's triangle, (Abar + Abar^H) L (lower) or U (Abar + Abar^H) (upper), with
+    Abar = -gb x^H; JAX's convention conjugates it on both sides (no-ops on real values)."""
     c, lower, x, n = s
+    g = cj(g)
     gb = linalg.cho_solve((c, lower), g)
     xm = x[:, None] if np.ndim(x) == 1 else x
     gm = gb[:, None] if np.ndim(gb) == 1 else gb
     abar = -np.matmul(gm, _H(xm))
     sym = abar + _H(abar)
     gc = np.tril(np.matmul(sym, np.tril(c))) if lower else np.triu(np.matmul(np.triu(c), sym))
-    return ((gc, None), gb) + nones(n - 2)
+    return ((cj(gc), None), cj(gb)) + nones(n - 2)
 
 
 def _mT(x: Any) -> Any:
@@ -515,17 +517,13 @@ def _block(a: Any, e: Any) -> Any:
     return np.concatenate([np.concatenate([a, e], -1), np.concatenate([z, a], -1)], -2)
 
 
-def _adjoint(a: Any, g: Any, frechet: Any, conj: Any = cj) -> Any:
-    """The pullback of Y = f(A) for a primary matrix function f: Abar = conj(L_f(A^T, conj(Ybar))).
+def _adjoint(a: Any, g: Any, frechet: Any) -> Any:
+    """The pullback of Y = f(A) for a primary matrix function f: Abar = L_f(A^T, Ybar).
 
-    <G, L_f(A, E)> = <L_f(A^T, G), E> holds for the bilinear pairing tr(G^T X) because
-    f(A^T) = f(A)^T; with the real inner product Re tr(G^H X) this gives the formula above.  For
-    f with real Taylor coefficients (expm, and logm/sqrtm off the negative real axis) it is
-    L_f(A^H, Ybar); the conjugated form also holds on the branch cut (a real matrix with a
-    negative eigenvalue, whose logm and sqrtm are complex).  ``conj=np.conj`` conjugates real
-    arrays too (a copy): for logm and sqrtm, whose output is real or complex depending on the
-    values, a body traced on real values must still conjugate complex ones."""
-    return conj(frechet(_mT(a), conj(g)))
+    <G, L_f(A, E)> = <L_f(A^T, G), E> holds for the bilinear pairing Re tr(G^T X) (JAX's
+    convention) because f(A^T) = f(A)^T, also on the branch cut (a real matrix with a negative
+    eigenvalue, whose logm and sqrtm are complex)."""
+    return frechet(_mT(a), g)
 
 
 def _logm_frechet(a: Any, e: Any) -> Any:
@@ -569,7 +567,7 @@ def expm_fwd(a: Any) -> tuple[Any, Any]:
 
 
 def expm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    """Abar = conj(L_exp(A^T, conj(g))) = L_exp(A^H, g), by scipy.linalg.expm_frechet."""
+    """Abar = L_exp(A^T, g), by scipy.linalg.expm_frechet."""
     a, shape = s
     return (np.reshape(_adjoint(a, g, _frechet), shape),)
 
@@ -582,7 +580,7 @@ def expm_frechet_fwd(a: Any, e: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 def expm_frechet_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """(expm(A), L(A, E)) is the first block row of expm(M), M = [[A, E], [0, A]]: M gets
-    Mbar = conj(L_exp(M^T, conj(Gbar))) with Gbar = [[gexpm, gL], [0, 0]], a 2n x 2n
+    Mbar = L_exp(M^T, Gbar) with Gbar = [[gexpm, gL], [0, 0]], a 2n x 2n
     expm_frechet; A gets the sum of Mbar's diagonal blocks, E its upper right block.  Each
     order doubles the size of the matrices (this pullback calls expm_frechet again)."""
     a, e, both, n = s
@@ -612,11 +610,11 @@ def logm_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def logm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    """Abar = conj(L_log(A^T, conj(g))), L_log from logm of a 2n x 2n block matrix (so each
+    """Abar = L_log(A^T, g), L_log from logm of a 2n x 2n block matrix (so each
     order doubles the size; see ``_logm_frechet``).  With disp=False, errest (zero in exact
     arithmetic) gets none."""
     a, pair, real, n = s
-    return (_real_if(real, _adjoint(a, g[0] if pair else g, _logm_frechet, np.conj)),) + nones(n - 1)
+    return (_real_if(real, _adjoint(a, g[0] if pair else g, _logm_frechet)),) + nones(n - 1)
 
 
 def sqrtm_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -628,7 +626,7 @@ def sqrtm_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def sqrtm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    """X X = A: Abar solves X^H Abar + Abar X^H = g (a Sylvester equation; it is the adjoint
+    """X X = A: Abar solves X^T Abar + Abar X^T = g (a Sylvester equation; it is the transpose
     formula with L_sqrt(B, E) solving sqrt(B) Z + Z sqrt(B) = E, also on the branch cut).  A
     scalar argument: SciPy 1.17 returns [[exp(a)]] for it (a SciPy bug), so the rule
     differentiates exp there.  With disp=False, errest (zero in exact arithmetic) gets none."""
@@ -636,9 +634,9 @@ def sqrtm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     if pair:
         g = g[0]
     if scalar is not None and _SQRTM_SCALAR_IS_EXP:
-        return (np.reshape(g * cj(x), scalar),) + nones(n - 1)
-    xh = np.conj(_mT(x))  # (np.conj, not cj: x may be complex at a call and real in a traced body)
-    ga = _real_if(real, linalg.solve_sylvester(xh, xh, g))
+        return (np.reshape(g * x, scalar),) + nones(n - 1)
+    xt = _mT(x)
+    ga = _real_if(real, linalg.solve_sylvester(xt, xt, g))
     return (ga if scalar is None else np.reshape(ga, scalar),) + nones(n - 1)
 
 
@@ -648,10 +646,10 @@ def solve_sylvester_fwd(a: Any, b: Any, q: Any) -> tuple[Any, Any]:
 
 
 def solve_sylvester_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    """A X + X B = Q: Q gets Qbar solving A^H Qbar + Qbar B^H = g; A gets -Qbar X^H, B -X^H Qbar."""
+    """A X + X B = Q: Q gets Qbar solving A^T Qbar + Qbar B^T = g; A gets -Qbar X^T, B -X^T Qbar."""
     a, b, x = s
-    gq = linalg.solve_sylvester(_H(a), _H(b), g)
-    return -np.matmul(gq, _H(x)), -np.matmul(_H(x), gq), gq
+    gq = linalg.solve_sylvester(_mT(a), _mT(b), g)
+    return -np.matmul(gq, _mT(x)), -np.matmul(_mT(x), gq), gq
 
 
 def sla_inv_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -662,8 +660,8 @@ def sla_inv_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 def sla_inv_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """d inv(A) = -inv(A) dA inv(A)."""
     y, n = s
-    yh = _H(y)
-    return (-np.matmul(yh, np.matmul(g, yh)),) + nones(n - 1)
+    yt = _mT(y)
+    return (-np.matmul(yt, np.matmul(g, yt)),) + nones(n - 1)
 
 
 def sla_det_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -674,7 +672,7 @@ def sla_det_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 def sla_det_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """d det(A) = det(A) tr(inv(A) dA)."""
     a, y, n = s
-    return (np.expand_dims(g * cj(y), (-2, -1)) * _H(np.linalg.inv(a)),) + nones(n - 1)
+    return (np.expand_dims(g * y, (-2, -1)) * _mT(np.linalg.inv(a)),) + nones(n - 1)
 
 
 _CHO_KEEPS_OTHER = True  # does cho_factor leave a's entries in the other triangle? (probed on load)
@@ -722,15 +720,15 @@ def convolve_fwd(in1: Any, in2: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 def convolve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """Embed g in the 'full' output (same and valid are its centred parts), then correlate it
-    with the other input in 'valid' mode: convolve(G, flip(conj(other)), 'valid')."""
+    with the other input in 'valid' mode: convolve(G, flip(other), 'valid')."""
     in1, in2, mode, method, n = s
     s1, s2 = np.shape(in1), np.shape(in2)
     full = tuple(a + b - 1 for a, b in zip(s1, s2))
     if mode != "full":
         start = [(f - k) // 2 for f, k in zip(full, np.shape(g))]
         g = np.pad(g, [(st, f - k - st) for st, f, k in zip(start, full, np.shape(g))])
-    g1 = signal.convolve(g, np.flip(cj(in2)), "valid", method)
-    g2 = signal.convolve(g, np.flip(cj(in1)), "valid", method)
+    g1 = signal.convolve(g, np.flip(in2), "valid", method)
+    g2 = signal.convolve(g, np.flip(in1), "valid", method)
     return (g1, g2) + nones(n - 2)
 
 

@@ -230,13 +230,13 @@ def interp_pullback(s: Any, g: Any) -> tuple[Any, ...]:
         t = (xa - xp[i]) / h
         slope = (fp[i + 1] - fp[i]) / h
         gin = np.where(inside, g, zero)
-        gx = np.real(gin * np.conj(slope)) if not np.iscomplexobj(x) else gin * np.conj(slope)
+        gx = np.real(gin * slope) if not np.iscomplexobj(x) else gin * slope
         gfp = bincount(i, gin * (1.0 - t), n) + bincount(i + 1, gin * t, n)
         if not has_left:
             gfp = gfp + bincount(np.zeros(np.shape(xa), np.intp), np.where(below, g, zero), n)
         if not has_right:
             gfp = gfp + bincount(np.full(np.shape(xa), n - 1, np.intp), np.where(above, g, zero), n)
-        gxp = np.real(bincount(i, -gin * np.conj(slope) * (1.0 - t), n) + bincount(i + 1, -gin * np.conj(slope) * t, n))
+        gxp = np.real(bincount(i, -gin * slope * (1.0 - t), n) + bincount(i + 1, -gin * slope * t, n))
     out: list[Any] = [gx, gxp, gfp] + [None] * (n_args - 3)
     if n_args > 3:
         out[3] = np.sum(np.where(below, g, zero)) if has_left else None
