@@ -559,7 +559,10 @@ _VJP_CACHE: "weakref.WeakKeyDictionary[Any, ProgramCache[VJPProgram]]" = weakref
 
 def vjp(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
     """``y, pb = vjp(f, *args)``: ``pb(ybar)`` returns one cotangent per positional argument
-    (``None`` for arguments with no float leaves), each with its argument's structure.
+    (``None`` for arguments with no float leaves: Python ints, bools, ``None``), each with its
+    argument's structure; integer arrays beside float arguments are data and get ``None`` too.
+    When no argument has a float leaf, an integer or boolean array argument is a ``GradError``,
+    as in ``grad``: nothing would be differentiated.
 
     Programs are cached per function and argument signature; the call that traces returns the
     traced values, so ``f``'s side effects happen once per call either way.
@@ -641,6 +644,9 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
                 wrt.append(inp)
         pos += len(a_leaves)
         slots.append((tree, idx))
+    if not wrt:
+        for k, a in enumerate(args):
+            _refuse_integer_arrays(f, k, flatten(a)[0])
     joint = ad.reverse(g, tracer.values, wrt, seed="input")
     fwd_g, bwd_g, _ = split(joint, irad_passes.run(joint.graph, None))
     name = getattr(f, "__name__", "f")
@@ -654,6 +660,20 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     y = unflatten(out_tree, [joint.values[o.id] if isinstance(o, Var) else o.value for o in g.outputs])
     residuals = evaluate_residuals(fwd_g, joint, tracer.values)
     return prog, y, residuals
+
+
+def _refuse_integer_arrays(f: Callable[..., Any], k: int, leaves: list[Any]) -> None:
+    """When no argument of ``vjp`` has a float leaf, an argument holding integer or boolean
+    *arrays* is what the caller meant to differentiate: raise, as ``grad`` does, rather than hand
+    back ``None``.  Beside float arguments, integer arrays are data (labels, indices) and get
+    ``None``; Python ints and bools (sizes, counts, flags) are parameters."""
+    arrays = [x for x in leaves if isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "biu"]
+    if arrays:
+        kinds = ", ".join(sorted({f"{x.dtype} {'array' if isinstance(x, np.ndarray) else 'scalar'}"
+                                  for x in arrays}))
+        site = _def_site(f) or getattr(f, "__name__", "f")
+        raise GradError(f"vjp of {site}: argument {k} ({kinds}) is not differentiable; integer and boolean "
+                        "arrays get no cotangent and no argument is a float — pass floats (x.astype(float))")
 
 
 def _pullback(prog: VJPProgram, residuals: list[Any], f: Callable[..., Any]) -> Callable[[Any], tuple[Any, ...]]:
