@@ -96,12 +96,15 @@ class _Builder:
         return out
 
 
-def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str = "one") -> Joint:
+def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str = "one",
+            outputs: int | None = None) -> Joint:
     """Differentiate ``g``'s outputs with respect to the inputs at positions ``wrt``.
 
     ``seed="one"``: the (scalar) outputs are seeded with 1; ``seed="input"``: one cotangent input
-    per output is appended to the graph's inputs.
+    per output is appended to the graph's inputs.  ``outputs``: only the first ``outputs`` outputs
+    are differentiated (``has_aux``: the others are carried through as values).
     """
+    n_diff = len(g.outputs) if outputs is None else outputs
     b = _Builder(g, values)
     wrt_vars = [g.inputs[i] for i in wrt]
     active: set[int] = {v.id for v in wrt_vars if is_differentiable(v.type)}
@@ -113,7 +116,7 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
             active.update(o.id for o in op.outs if is_differentiable(o.type) or op.prim == "irad.ops.rebuild")
     _check_no_opaque_path(g, active, b.val)
     # backward usefulness: which active values reach an output
-    useful: set[int] = {o.id for o in g.outputs if isinstance(o, Var) and o.id in active}
+    useful: set[int] = {o.id for o in g.outputs[:n_diff] if isinstance(o, Var) and o.id in active}
     on_path: list[bool] = [False] * len(g.ops)
     for k in range(len(g.ops) - 1, -1, -1):
         op = g.ops[k]
@@ -153,7 +156,7 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
     cot: dict[int, Any] = {}
     ybar_inputs: list[Var] = []
     seed_outputs: list[int] = []
-    for pos, o in enumerate(g.outputs):
+    for pos, o in enumerate(g.outputs[:n_diff]):
         if not (isinstance(o, Var) and o.id in useful):
             continue
         if seed == "one":

@@ -235,12 +235,33 @@ def _is_complex(t: Any) -> bool:
         isinstance(t, ArrayT) and t.dtype.startswith(("complex", "clongdouble"))
 
 
-def _check_output(g: Graph, f: Callable[..., Any], holomorphic: bool) -> None:
+def _aux_split(g: Graph, f: Callable[..., Any], what: str) -> int:
+    """``has_aux=True``: ``f`` returns a pair ``(differentiated, aux)``; the number of graph outputs
+    (leaves) of the first part, which come first.  Anything else is a ``GradError``."""
+    tree = g.out_tree
+    if tree is None or tree.kind not in ("tuple", "list") or len(tree.children) != 2:
+        site = _def_site(f) or getattr(f, "__name__", "f")
+        raise GradError(f"{what} of {site} with has_aux=True: the function must return a pair (output, aux), "
+                        f"it returned {_describe_tree(tree)}")
+    return tree.children[0].num_leaves
+
+
+def _describe_tree(tree: TreeDef | None) -> str:
+    if tree is None or tree.kind == "none":
+        return "None"
+    if tree.kind == "leaf":
+        return "a single value"
+    kind = tree.kind if isinstance(tree.kind, str) else getattr(tree.kind, "__name__", "container")
+    return f"a {kind} of {len(tree.children)}"
+
+
+def _check_output(g: Graph, f: Callable[..., Any], holomorphic: bool, n_diff: int | None = None) -> None:
     """``grad`` differentiates one number: a real scalar (or any array of exactly one element, as
     autograd allows), or a complex one when ``holomorphic=True`` (JAX's rule).  A complex output
-    without it is refused: its real and imaginary parts have two different gradients."""
+    without it is refused: its real and imaginary parts have two different gradients.  ``n_diff``:
+    the outputs that are differentiated (``has_aux``: the first part of the pair)."""
     fname = _def_site(f) or getattr(f, "__name__", "f")
-    outs = list(g.outputs)
+    outs = list(g.outputs if n_diff is None else g.outputs[:n_diff])
     o = outs[0] if len(outs) == 1 else None
     one = o is not None and (isinstance(o, Const) and not isinstance(o.value, (bool, int, np.bool_, np.integer))
                              or isinstance(o, Var) and o.type.is_float and
@@ -269,15 +290,16 @@ def _check_holomorphic_inputs(g: Graph, wrt: list[int], f: Callable[..., Any]) -
 
 def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
            nums: tuple[int, ...], single: bool, passes: Sequence[Callable[[Graph], Graph]] | None,
-           key: Any, holomorphic: bool = False) -> Program:
+           key: Any, holomorphic: bool = False, has_aux: bool = False) -> Program:
     fname = getattr(f, "__name__", "f")
     outs = [o for o in g.outputs]
     _check_numbers(f, outs, "grad")
-    _check_output(g, f, holomorphic)
+    n_diff = _aux_split(g, f, "grad") if has_aux else None
+    _check_output(g, f, holomorphic, n_diff)
     wrt_leaf, slots = _wrt_inputs(g, args, kwargs, nums, fname)
     if holomorphic:
         _check_holomorphic_inputs(g, wrt_leaf, f)
-    joint = ad.reverse(g, tracer.values, wrt_leaf, seed="one")
+    joint = ad.reverse(g, tracer.values, wrt_leaf, seed="one", outputs=n_diff)
     jg = joint.graph
     dyn_pos = _dyn_positions(g, args, kwargs)
     n_joint = len(jg.outputs)
@@ -421,12 +443,14 @@ class GradFunction:
     the world the trace read changed (``irad.signature``)."""
 
     def __init__(self, f: Callable[..., Any], argnums: int | Sequence[int], with_value: bool,
-                 passes: Sequence[Callable[[Graph], Graph]] | None = None, holomorphic: bool = False) -> None:
+                 passes: Sequence[Callable[[Graph], Graph]] | None = None, holomorphic: bool = False,
+                 has_aux: bool = False) -> None:
         self.f = f
         self.argnums = argnums
         self.with_value = with_value
         self.passes = passes
         self.holomorphic = holomorphic
+        self.has_aux = has_aux
         self.__name__ = f"{'value_and_grad' if with_value else 'grad'}({getattr(f, '__name__', 'f')})"
         self.__doc__ = getattr(f, "__doc__", None)
         self.cache: ProgramCache[Program] = ProgramCache(self.__name__, self._arg_names)
@@ -500,12 +524,16 @@ class GradFunction:
         g, tracer, _ = trace_values(self.f, args, kwargs)
         key = call_key(args, kwargs)[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
         prog = _build(self.f, g, tracer, args, kwargs, nums, isinstance(self.argnums, int), self.passes, key,
-                      self.holomorphic)
+                      self.holomorphic, self.has_aux)
         self.cache.add(key, prog, failed[-1] if failed else None)
         return prog
 
     def _result(self, vg: tuple[Any, Any]) -> Any:
-        return vg if self.with_value else vg[1]
+        """``(value, grad)``; ``grad``; with ``has_aux`` (JAX's layouts) ``((value, aux), grad)`` and
+        ``(grad, aux)``."""
+        if self.with_value:
+            return vg
+        return (vg[1], vg[0][1]) if self.has_aux else vg[1]
 
     def program(self, *args: Any, **kwargs: Any) -> Program:
         """The compiled program that a call with these arguments runs.  It is chosen as a call
@@ -515,21 +543,24 @@ class GradFunction:
 
 
 def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, *,
-         passes: Sequence[Callable[[Graph], Graph]] | None = None, holomorphic: bool = False) -> GradFunction:
+         passes: Sequence[Callable[[Graph], Graph]] | None = None, holomorphic: bool = False,
+         has_aux: bool = False) -> GradFunction:
     """The gradient of scalar-valued ``f`` with respect to positional argument(s) ``argnums``.
 
     Complex arguments follow JAX's convention: a real-valued ``f`` of ``z = x + iy`` gets
     ``df/dx - i df/dy`` (``np.conj`` of it is the steepest-ascent direction); with
-    ``holomorphic=True``, ``f`` may return a complex number and the result is ``f'(z)``."""
-    return GradFunction(f, argnums, False, passes, holomorphic)
+    ``holomorphic=True``, ``f`` may return a complex number and the result is ``f'(z)``.  With
+    ``has_aux=True``, ``f`` returns ``(loss, aux)`` and the result is ``(grad, aux)``: ``aux`` (any
+    pytree) is computed by the same program and not differentiated."""
+    return GradFunction(f, argnums, False, passes, holomorphic, has_aux)
 
 
 def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, *,
                    passes: Sequence[Callable[[Graph], Graph]] | None = None,
-                   holomorphic: bool = False) -> GradFunction:
+                   holomorphic: bool = False, has_aux: bool = False) -> GradFunction:
     """``(f(*args), grad(f)(*args))`` from one run of the compiled program (``holomorphic`` as
-    for ``grad``)."""
-    return GradFunction(f, argnums, True, passes, holomorphic)
+    for ``grad``; with ``has_aux=True``: ``((loss, aux), grad)``)."""
+    return GradFunction(f, argnums, True, passes, holomorphic, has_aux)
 
 
 @dataclass
@@ -547,6 +578,15 @@ class VJPProgram:
     dyn_pos: list[int]
     seeds: list[int]  # output positions whose cotangents the backward program takes
     assumptions: Assumptions = field(default=NO_ASSUMPTIONS, repr=False)
+    #: ``has_aux``: the structure of aux, whose leaves follow y's among the first ``n_out`` outputs
+    aux_tree: TreeDef | None = field(default=None, repr=False)
+
+    def outputs(self, flat: Sequence[Any]) -> tuple[Any, Any]:
+        """``(y, aux)`` from the forward program's flat outputs (``aux`` None without has_aux)."""
+        if self.aux_tree is None:
+            return unflatten(self.out_tree, flat[: self.n_out]), None
+        n_y = self.out_tree.num_leaves
+        return unflatten(self.out_tree, flat[:n_y]), unflatten(self.aux_tree, flat[n_y: self.n_out])
 
     @property
     def deps(self) -> tuple[tuple[Any, ...], ...]:
@@ -557,17 +597,22 @@ class VJPProgram:
 _VJP_CACHE: "weakref.WeakKeyDictionary[Any, ProgramCache[VJPProgram]]" = weakref.WeakKeyDictionary()
 
 
-def vjp(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
+def vjp(f: Callable[..., Any], *args: Any, has_aux: bool = False, **kwargs: Any) -> Any:
     """``y, pb = vjp(f, *args)``: ``pb(ybar)`` returns one cotangent per positional argument
     (``None`` for arguments with no float leaves: Python ints, bools, ``None``), each with its
     argument's structure; integer arrays beside float arguments are data and get ``None`` too.
     When no argument has a float leaf, an integer or boolean array argument is a ``GradError``,
     as in ``grad``: nothing would be differentiated.
 
+    With ``has_aux=True``, ``f`` returns ``(y, aux)`` and the result is ``(y, pb, aux)``, as in
+    JAX: ``aux`` is not differentiated.  Other keyword arguments are passed to ``f``.
+
     Programs are cached per function and argument signature; the call that traces returns the
     traced values, so ``f``'s side effects happen once per call either way.
     """
     key, leaves = call_key(args, kwargs)
+    if has_aux:
+        key = ("has_aux", key)
     # NOTE: a bound method is a new object at each `m.f`: its programs live with the function,
     # keyed also by the object it is bound to
     owner, cache_key = (f.__func__, (Identity(f.__self__), key)) if type(f) is types.MethodType else (f, key)
@@ -586,12 +631,16 @@ def vjp(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable
             continue
         if per_f.stale_counts:
             per_f.settled()
-        y = unflatten(prog.out_tree, flat[: prog.n_out])
-        return y, _pullback(prog, list(flat[prog.n_out:]), f)
-    prog, y, residuals = _compile_vjp(f, args, kwargs)
+        y, aux = prog.outputs(flat)
+        pb = _pullback(prog, list(flat[prog.n_out:]), f)
+        return (y, pb, aux) if has_aux else (y, pb)
+    prog, (y, aux), residuals = _compile_vjp(f, args, kwargs, has_aux)
     key = call_key(args, kwargs)[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
+    if has_aux:
+        key = ("has_aux", key)
     per_f.add((Identity(f.__self__), key) if type(f) is types.MethodType else key, prog)
-    return y, _pullback(prog, residuals, f)
+    pb = _pullback(prog, residuals, f)
+    return (y, pb, aux) if has_aux else (y, pb)
 
 
 def _weakrefable(f: Any) -> bool:
@@ -607,20 +656,27 @@ def _vjp_traced(tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     pullback it returns is ordinary Python that the tracer follows when it is called."""
     from .hooks import paused
     f, fargs = args[0], args[1:]
+    kwargs = dict(kwargs)
+    has_aux = bool(kwargs.pop("has_aux", False))
     key, leaves = call_key(fargs, kwargs)
     with paused():
-        prog = _compile_vjp(f, fargs, kwargs)[0]
+        prog = _compile_vjp(f, fargs, kwargs, has_aux)[0]
     tracer.deps.update(prog.assumptions.deps)
     flat = tracer.call(prog.fwd, tuple(leaves[i] for i in prog.dyn_pos), {})
-    return unflatten(prog.out_tree, flat[: prog.n_out]), _pullback(prog, list(flat[prog.n_out:]), f)
+    y, aux = prog.outputs(flat)
+    pb = _pullback(prog, list(flat[prog.n_out:]), f)
+    return (y, pb, aux) if has_aux else (y, pb)
 
 
-def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) \
+def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], has_aux: bool = False) \
         -> tuple[VJPProgram, Any, list[Any]]:
+    """The programs of ``vjp(f, *args)``, ``f``'s value(s) at this call (``(y, aux)`` with
+    ``has_aux``) and the residuals of this call."""
     from . import passes as irad_passes
 
     g, tracer, _ = trace_values(f, args, kwargs)
     _check_numbers(f, list(g.outputs), "vjp")
+    n_diff = _aux_split(g, f, "vjp") if has_aux else None
     if tracer.mutated_inputs or tracer.mutated_world:
         raise MutationError(f"vjp of {getattr(f, '__name__', 'f')}: the function updates an argument, or an array it "
                             "reads from globals, closures or attributes, in place (this call did; a compiled forward "
@@ -647,19 +703,23 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     if not wrt:
         for k, a in enumerate(args):
             _refuse_integer_arrays(f, k, flatten(a)[0])
-    joint = ad.reverse(g, tracer.values, wrt, seed="input")
+    joint = ad.reverse(g, tracer.values, wrt, seed="input", outputs=n_diff)
     fwd_g, bwd_g, _ = split(joint, irad_passes.run(joint.graph, None))
     name = getattr(f, "__name__", "f")
     fwd_low = lower(fwd_g, f"{name}_forward")
     bwd_low = lower(bwd_g, f"{name}_pullback")
     out_tree = g.out_tree or flatten(None)[1]
+    aux_tree = None
+    if has_aux:
+        out_tree, aux_tree = out_tree.children
     prog = VJPProgram(fwd_low.fn, bwd_low.fn, fwd_low.source, bwd_low.source, g, joint.n_outputs, out_tree, slots,
                       dyn_pos, list(joint.seed_outputs),
                       # NOTE: vjp does not replay attribute writes (`self.inp = x`): it traces again each call
-                      Assumptions(tuple(tracer.deps) + ((effect_dep("an attribute"),) if tracer.attr_writes else ())))
-    y = unflatten(out_tree, [joint.values[o.id] if isinstance(o, Var) else o.value for o in g.outputs])
+                      Assumptions(tuple(tracer.deps) + ((effect_dep("an attribute"),) if tracer.attr_writes else ())),
+                      aux_tree)
+    values = prog.outputs([joint.values[o.id] if isinstance(o, Var) else o.value for o in g.outputs])
     residuals = evaluate_residuals(fwd_g, joint, tracer.values)
-    return prog, y, residuals
+    return prog, values, residuals
 
 
 def _refuse_integer_arrays(f: Callable[..., Any], k: int, leaves: list[Any]) -> None:

@@ -1,4 +1,4 @@
-"""Complex values in JAX's and HIPS autograd's convention (issue 14, docs/complex.md).
+"""Complex values in JAX's and HIPS autograd's convention (issue 14, docs/api.md).
 
 A holomorphic step sends ``ybar`` to ``ybar * f'(z)``; a real-valued ``f`` of ``z = x + iy`` gets
 ``df/dx - i df/dy``.  Each check runs a compiled object twice and compares the second call (the
