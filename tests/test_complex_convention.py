@@ -248,3 +248,53 @@ def test_agrees_with_autograd(name):
             return f(anp, *a)
         vjp, _ = autograd.make_vjp(fi)(args[i])
         np.testing.assert_allclose(got[i], vjp(ct), rtol=1e-9, atol=1e-11)
+
+
+# ---- check_rule on complex inputs for rules the table in test_rules.py covers only for reals ----
+
+def _c(rng, *shape):
+    return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+
+
+def _complex_rule_cases():
+    import scipy.linalg as sl
+    import scipy.signal as ss
+    rng = np.random.default_rng(3)
+    A = _c(rng, 3, 3) + 3 * np.eye(3)
+    return [
+        ("cross", np.cross, (_c(rng, 3), _c(rng, 2, 3))), ("kron", np.kron, (_c(rng, 2, 2), _c(rng, 2, 3))),
+        ("tensordot", np.tensordot, (_c(rng, 2, 3, 4), _c(rng, 3, 4, 2))),
+        ("matrix_power", np.linalg.matrix_power, (A, 3)), ("matrix_power_neg", np.linalg.matrix_power, (A, -2)),
+        ("multi_dot", np.linalg.multi_dot, ([A, _c(rng, 3, 3), _c(rng, 3, 2)],)),
+        ("pinv", np.linalg.pinv, (_c(rng, 4, 3),)), ("lstsq", np.linalg.lstsq, (_c(rng, 5, 3), _c(rng, 5))),
+        ("solve_sylvester", sl.solve_sylvester, (A, _c(rng, 3, 3) + 4 * np.eye(3), _c(rng, 3, 3))),
+        ("expm_frechet", sl.expm_frechet, (0.3 * _c(rng, 3, 3), _c(rng, 3, 3))),
+        ("inner", np.inner, (_c(rng, 2, 3), _c(rng, 4, 3))), ("vdot", np.vdot, (_c(rng, 3), _c(rng, 3))),
+        ("correlate", np.correlate, (_c(rng, 5), _c(rng, 3), "full")),
+        ("convolve", np.convolve, (_c(rng, 5), _c(rng, 3), "same")),
+        ("signal.convolve", ss.convolve, (_c(rng, 4, 3), _c(rng, 2, 2))),
+        ("sla.inv", sl.inv, (A,)), ("sla.det", sl.det, (A,)),
+        ("solve_triangular_C", sl.solve_triangular, (np.triu(A), _c(rng, 3), 2)),
+        ("solve_triangular_T", sl.solve_triangular, (np.tril(A), _c(rng, 3, 2), 1, True)),
+        ("cho_solve", lambda c, b: sl.cho_solve((c, True), b),
+         (np.linalg.cholesky(A @ A.conj().T + np.eye(3)), _c(rng, 3))),
+        ("cumprod", np.cumprod, (_c(rng, 4),)), ("prod", np.prod, (_c(rng, 2, 3),)),
+        ("einsum_diagonal", np.einsum, ("iij,jk->ik", _c(rng, 3, 3, 2), _c(rng, 2, 2))),
+        ("eig", np.linalg.eig, (A,)), ("sqrtm", sl.sqrtm, (A,)), ("logm", sl.logm, (A,)),
+        ("interp", np.interp, (np.array([-0.5, 0.3, 0.7, 1.9]), np.array([0.0, 0.5, 1.0]), _c(rng, 3), 1j, 2.0 + 1j)),
+        ("norm_3", np.linalg.norm, (_c(rng, 3), 3)), ("norm_1_matrix", np.linalg.norm, (_c(rng, 3, 4), 1)),
+        ("norm_inf_matrix", np.linalg.norm, (_c(rng, 3, 4), np.inf)), ("var_axis", np.var, (_c(rng, 3, 4), 0)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(31))
+def test_check_rule_on_complex_inputs(case):
+    pytest.importorskip("scipy", reason="some of these rules are SciPy's")
+    from irad.testing import check_rule
+    cases = _complex_rule_cases()
+    assert len(cases) == 31
+    name, fn, args = cases[case]
+    if name == "cho_solve":  # a lambda has no rule: check the whole function instead
+        check_grads(fn, *args, argnums=(1,), order=1)
+        return
+    check_rule(fn, *args)
