@@ -547,10 +547,26 @@ def test_einsum_three_args():
     combo(np.einsum, [1, 2], ["ijk,lji,lli->lki"], [R(3, 4, 4)], [R(4, 4, 3)], [R(4, 4, 3)])
 
 
-def test_einsum_sublist_form():
-    # documented as not covered: the sublist form must raise irad's error, not a wrong gradient
-    with pytest.raises(irad.IradError, match="einsum"):
-        check_grads(np.einsum, R(2, 3), [0, 1], R(3, 4), [1, 2], [0, 2], argnums=(0, 2))
+def test_einsum2_transpose():
+    combo(np.einsum, [0], [R(1, 1), R(4, 4), R(3, 4)], [(0, 1)], [(1, 0)], order=2)
+
+
+def test_einsum2_matmult():
+    combo(np.einsum, [0, 2], [R(2, 3)], [(0, 1)], [R(3, 4)], [(1, 2)], [(0, 2)], order=2)
+
+
+def test_einsum2_matmult_broadcast():
+    combo(np.einsum, [0, 2], [R(2, 3), R(2, 2, 3)], [(Ellipsis, 0, 1)], [R(3, 4), R(2, 3, 4)],
+          [(Ellipsis, 1, 2)], [(Ellipsis, 0, 2)], order=2)
+
+
+def test_einsum2_covsum():
+    combo(np.einsum, [0, 2], [R(3, 4, 4)], [(0, 1, 2)], [R(4, 4, 3)], [(3, 1, 0)], [(3, 2, 0)], order=2)
+
+
+def test_einsum2_three_args():
+    combo(np.einsum, [0, 2, 4], [R(3, 4, 4)], [(0, 1, 2)], [R(4, 4, 3)], [(3, 1, 0)], [R(4, 4, 3)], [(3, 3, 0)],
+          [(3, 2, 0)], order=2)
 
 
 def test_trace_systematic():

@@ -771,6 +771,14 @@ for spec, *operands in EINSUM:
 x = R(3, 3)
 case(np.einsum, "ij,jk->ik", x, x)
 case(np.einsum, "ij,jk->ik", R(3, 4), R(4, 2), optimize=True)
+EINSUM_SUBLISTS = [  # einsum(op0, sublist0, op1, sublist1, ..., [output sublist]), as autograd's tests call it
+    (R(3, 4), [0, 1], R(4, 5), [1, 2], [0, 2]), (R(3, 4), [0, 1], R(4, 5), [1, 2]),
+    (R(3, 4), [0, 1], [1, 0]), (R(2, 3, 4), [Ellipsis, 0, 1], R(4, 2), [1, 2], [Ellipsis, 0, 2]),
+    (R(3, 4), [0, 1], R(4, 5), [1, 2], R(5), [2], [0]), (R(3, 3), [0, 0], [0]),
+    (C(3, 2), [0, 1], C(3, 2), [0, 2], [1, 2]), (R(2, 3), [26, 1], R(3), [1], [26]),
+]
+for operands in EINSUM_SUBLISTS:
+    case(np.einsum, *operands)
 for mode in ("full", "same", "valid"):
     case(np.convolve, R(5), R(3), mode)
     case(np.convolve, R(3), R(6), mode=mode)

@@ -340,14 +340,28 @@ def _parse_einsum(subscripts: str, operands: tuple[Any, ...]) -> tuple[list[str]
     return in_exp, out_exp
 
 
+def _sublist_labels(sub: Any) -> str:
+    """One sublist of einsum's sublist form (ints 0-51 and Ellipsis) as subscript letters, as
+    numpy reads it (0-25: a-z, 26-51: A-Z)."""
+    return "".join("..." if i is Ellipsis else string.ascii_letters[int(i)] for i in sub)
+
+
+def _from_sublists(args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+    """``einsum(op0, sub0, op1, sub1, ..., [sub_out])`` as a subscripts string and the operands."""
+    operands = args[0::2] if len(args) % 2 == 0 else args[0:-1:2]
+    subs = ",".join(_sublist_labels(s) for s in args[1::2][:len(operands)])
+    if len(args) % 2:
+        subs += "->" + _sublist_labels(args[-1])
+    return subs, operands
+
+
 def einsum_fwd(*args: Any, **kw: Any) -> tuple[Any, Any]:
-    if not isinstance(args[0], str):
-        raise NoRuleError("irad: einsum's sublist form has no rule; use a subscripts string")
     if kw.get("out") is not None:
         raise NoRuleError("irad: einsum(out=...) has no rule")
-    operands = args[1:]
-    ins, out = _parse_einsum(args[0], operands)
-    return np.einsum(*args, **kw), (ins, out, operands, kw.get("optimize", False))
+    sublists = not isinstance(args[0], str)
+    subscripts, operands = _from_sublists(args) if sublists else (args[0], args[1:])
+    ins, out = _parse_einsum(subscripts, operands)
+    return np.einsum(*args, **kw), (ins, out, operands, kw.get("optimize", False), sublists, len(args))
 
 
 def _einsum_cot(i: int, ins: list[str], out: str, ops_: tuple[Any, ...], g: Any, optimize: Any) -> Any:
@@ -382,11 +396,18 @@ def _einsum_cot(i: int, ins: list[str], out: str, ops_: tuple[Any, ...], g: Any,
 
 
 def einsum_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    ins, out, ops_, optimize = s
-    return (None,) + tuple(_einsum_cot(i, ins, out, ops_, g, optimize) for i in range(len(ops_)))
+    """One cotangent per operand; the subscripts (or, in the sublist form, each operand's sublist
+    and the output sublist) get none."""
+    ins, out, ops_, optimize, sublists, nargs = s
+    cots = [_einsum_cot(i, ins, out, ops_, g, optimize) for i in range(len(ops_))]
+    if not sublists:
+        return (None,) + tuple(cots)
+    res: list[Any] = [None] * nargs
+    res[0:2 * len(cots):2] = cots
+    return tuple(res)
 
 
-T.rule(np.einsum, einsum_fwd, einsum_pullback, "any operands, '...', repeated labels")
+T.rule(np.einsum, einsum_fwd, einsum_pullback, "any operands, '...', repeated labels, sublist form")
 
 # ---- convolution -----------------------------------------------------------------------------
 
