@@ -211,9 +211,9 @@ def _wrt_inputs(g: Graph, args: tuple[Any, ...], kwargs: dict[str, Any], argnums
             any_float = True
             idx.append(len(wrt))
             wrt.append(inp)
-        if not any_float:
+        if not any_float and leaves:  # (an empty container gets its empty structure back, as in JAX)
             kinds = ", ".join(sorted({type(x).__name__ if not isinstance(x, np.ndarray) else f"{x.dtype} array"
-                                      for x in leaves})) or "empty"
+                                      for x in leaves}))
             raise GradError(f"{fname}: argument {a} ({kinds}) is not differentiable; integer and boolean "
                             "inputs get no gradient — pass floats, or leave it out of argnums")
         slots.append((a, tree, idx))
@@ -296,7 +296,7 @@ def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], 
     _check_numbers(f, outs, "grad")
     n_diff = _aux_split(g, f, "grad") if has_aux else None
     _check_output(g, f, holomorphic, n_diff)
-    wrt_leaf, slots = _wrt_inputs(g, args, kwargs, nums, fname)
+    wrt_leaf, slots = _wrt_inputs(g, args, kwargs, nums, f"grad of {_def_site(f) or fname}")
     if holomorphic:
         _check_holomorphic_inputs(g, wrt_leaf, f)
     joint = ad.reverse(g, tracer.values, wrt_leaf, seed="one", outputs=n_diff)

@@ -269,3 +269,18 @@ def test_nested_vjp_of_integer_array_inside_a_trace_is_an_error():
         return irad.vjp(lambda i: np.sum(p[i]), idx)[0]
     with pytest.raises(GradError, match="argument 0"):
         irad.grad(outer)(np.ones(3))
+
+
+@pytest.mark.parametrize("empty", [{}, (), []])
+def test_empty_container_arguments_get_their_empty_structure(empty):
+    """autograd's test_dict::test_get: d.get(key, x) over an empty dict; JAX returns {} for {}."""
+    g = irad.grad(lambda d, x: (d.get("a", x) if isinstance(d, dict) else x) ** 2, argnums=(0, 1))
+    for x in (2.0, 3.0, -1.5):
+        gd, gx = g(empty, x)
+        assert gd == empty and type(gd) is type(empty)
+        assert gx == pytest.approx(2 * x)
+
+
+def test_integer_argument_error_names_the_function_and_file():
+    with pytest.raises(GradError, match=r"grad of .*test_nested_capture.py:\d+\): argument 0 \(int\)"):
+        irad.grad(lambda n, x: np.sum(x) * n, argnums=(0, 1))(3, np.ones(2))
