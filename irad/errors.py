@@ -42,8 +42,10 @@ class NoRuleError(IradError):
     """A differentiable primitive has no reverse rule and no traceable body."""
 
 
-class GradError(IradError):
-    """A gradient request that cannot be honoured (non-scalar output, integer argument, ...)."""
+class GradError(IradError, TypeError):
+    """A gradient request that cannot be honoured (non-scalar or complex output, integer argument,
+    ...).  Also a ``TypeError``, as JAX's and autograd's refusals of the same requests are, so code
+    written against them catches it."""
 
 
 class PassError(IradError):

@@ -607,6 +607,15 @@ def _array_sort(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[st
     t.rebind(a, np.sort, atoms)
 
 
+def _array_partition(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """``a.partition(kth)`` in place: ``a`` now stands for ``np.partition(a, kth)`` (its rule)."""
+    before = t.before_mutation(a, "a.partition")
+    o = dict(zip(("kth", "axis", "kind", "order"), args), **kwargs)
+    atoms = ((before, t.atom(o.pop("kth"))), {k: t.atom(v) for k, v in o.items()})
+    a.partition(*args, **kwargs)
+    t.rebind(a, np.partition, atoms)
+
+
 def _array_unsupported(name: str) -> Handler:
     def run(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise t.unsupported(f"the in-place method a.{name}() on a traced array", "write the update out of place")
@@ -766,9 +775,8 @@ MUTATORS: dict[int, tuple[Any, Handler]] = _table([
 ])
 
 ARRAY_MUTATORS: dict[str, Handler] = {
-    "fill": _array_fill, "sort": _array_sort,
-    **{n: _array_unsupported(n) for n in ("put", "itemset", "resize", "partition", "setfield", "byteswap",
-                                          "setflags")},
+    "fill": _array_fill, "sort": _array_sort, "partition": _array_partition,
+    **{n: _array_unsupported(n) for n in ("put", "itemset", "resize", "setfield", "byteswap", "setflags")},
 }
 
 

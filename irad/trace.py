@@ -1254,6 +1254,11 @@ class Tracer(ViewTracking):
         if tf is np.vectorize and not kwargs and f.signature is None and not f.excluded and args and \
                 all(np.size(a) for a in args) and self._floats_flow_in(args, kwargs):
             return self.call(vectorize_call, (f,) + args, {})  # f runs traced on every element
+        if (tf is types.MethodDescriptorType or tf is types.WrapperDescriptorType) and args and \
+                isinstance(args[0], _BINDABLE) and isinstance(args[0], f.__objclass__):
+            return self._call_unbound(f, args, kwargs)  # dict.get(d, k), list.__getitem__(xs, i)
+        if tf in _GETTERS and len(args) == 1 and not kwargs:
+            return self._call_getter(f, args[0])  # operator.itemgetter("w")(params) & co
         if tf is _DISPATCHER:  # a numpy function written in Python (np.cov, np.gradient, ...)
             impl = getattr(f, "__wrapped__", None)
             if type(impl) is types.FunctionType and registry.lookup(f, args) is None and \
@@ -1261,6 +1266,42 @@ class Tracer(ViewTracking):
                     MUTATORS.get(id(f)) is None:
                 return self.call_library(f, impl, args, kwargs)
         return self.call_prim(f, args, kwargs)
+
+    def _call_unbound(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A container's C method called through its class (``dict.get(d, k)``, ``list.__getitem__(xs,
+        i)``, ``functools.partial(dict.get, d)``): what ``d.get(k)`` and ``xs[i]`` do."""
+        obj, rest = args[0], args[1:]
+        name = f.__name__
+        if type(obj) in _CONTAINER_FAST and not kwargs:
+            if name == "__getitem__" and len(rest) == 1:
+                return self.getitem(obj, rest[0])
+            if name == "__setitem__" and len(rest) == 2:
+                return self.setitem(obj, rest[0], rest[1])
+            if name == "__delitem__" and len(rest) == 1:
+                return self.delitem(obj, rest[0])
+        return self.call(f.__get__(obj, type(obj)), rest, kwargs)
+
+    def _call_getter(self, f: Any, obj: Any) -> Any:
+        """``operator.itemgetter(k)(obj)``, ``attrgetter("a.b")(obj)``, ``methodcaller("get", k)(obj)``:
+        the item, attribute or method call itself (so that dict and list items keep their values)."""
+        ctor, spec = f.__reduce__()
+        if type(f) is operator.methodcaller:
+            if type(ctor) is functools.partial:  # methodcaller(name, *args, **kwargs)
+                name, margs, mkw = ctor.args[0], tuple(spec), dict(ctor.keywords)
+            else:
+                name, margs, mkw = spec[0], tuple(spec[1:]), {}
+            return self.call(self.getattr(obj, name), margs, mkw)
+        if type(f) is operator.itemgetter:
+            got = tuple(self.getitem(obj, k) for k in spec)
+        else:
+            got = []
+            for path in spec:
+                v = obj
+                for part in path.split("."):
+                    v = self.getattr(v, part)
+                got.append(v)
+            got = tuple(got)
+        return got[0] if len(spec) == 1 else got
 
     def call_python(self, fn: types.FunctionType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         nested = getattr(fn, "__irad_trace_call__", None)
@@ -1533,6 +1574,10 @@ class Tracer(ViewTracking):
         an update it would make in place (a BLAS routine, a C routine overwriting its input)
         is a MutationError instead of an update the graph never sees."""
         if registry.lookup(f, args) is not None:  # a rule says what the call does
+            if any(k.startswith("overwrite_") for k in kwargs):
+                # SciPy's overwrite_a=True & co only permit reusing the input's memory: the same
+                # result without it, and the arrays the program and the pullback read stay intact
+                kwargs = {k: (False if k.startswith("overwrite_") else v) for k, v in kwargs.items()}
             return f(*args, **kwargs)
         locked = []
         owner = getattr(f, "__self__", None)
@@ -2046,6 +2091,9 @@ _DUNDER_UNARY = {"__neg__": "UNARY_NEGATIVE", "__pos__": "UNARY_POSITIVE", "__in
                  "__abs__": ""}  # keyed by instrumented code objects, which stay alive
 _FAST = frozenset({float, int, bool, complex, np.ndarray, np.float64, np.float32, np.int64, str, type(None)})
 _CONTAINER_FAST = frozenset({list, tuple, dict, set, str, range})
+#: containers whose C methods called through the class (``dict.get(d, k)``) run as bound methods
+_BINDABLE = (dict, list, tuple, set, frozenset, deque)
+_GETTERS = frozenset({operator.itemgetter, operator.attrgetter, operator.methodcaller})
 #: what a numpy function's arguments can be for irad to run it again after a failed trace of its body
 _RERUNNABLE = (np.ndarray, np.generic, int, float, complex, str, bytes, type(None), np.dtype, type, slice,
                type(Ellipsis), types.FunctionType, types.BuiltinFunctionType, np.ufunc, functools.partial)

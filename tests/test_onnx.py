@@ -117,7 +117,9 @@ def test_rules_export_as_onnx_functions_named_after_them(name):
     if name == "mlp":
         assert "pullback.numpy.tanh" in functions
         body = [n.op_type for n in functions["pullback.numpy.tanh"].node]
-        assert "Mul" in body and "Sub" in body  # ybar * (1 - y * y), reading the forward's y
+        # ybar / cosh(clip(x))**2 (accurate where 1 - y*y is not): ONNX's Cosh has no float64 kernel
+        # in onnxruntime, so cosh lowers through Exp
+        assert "Mul" in body and ("Cosh" in body or "Exp" in body)
     prog = irad.compile(f, *args)
     _, outs = run_model(model, prog, args)
     for got, w in zip(outs, expected(prog, args)):

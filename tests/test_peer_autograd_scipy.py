@@ -71,10 +71,21 @@ def test_t_pdf_logpdf():
         combo(fn, [0, 1, 2, 3], [R(4, 3)], [R(1, 3) ** 2 + 2.1], [R(4, 3)], [R(4, 1) ** 2 + 2.1])
 
 
-def test_t_cdf_is_named_as_unsupported():
-    # documented: no closed-form derivative in the shape parameter
-    with pytest.raises(irad.IradError, match="cdf"):
-        check_grads(stats.t.cdf, R(4), R(4) ** 2 + 2.1, argnums=(0,))
+def test_t_cdf():
+    combo(stats.t.cdf, [0, 2], [R(4)], [R(4) ** 2 + 2.1], [R(4)], [R(4) ** 2 + 2.1])
+    combo(stats.t.cdf, [0, 2], [R(4, 3)], [R(1, 3) ** 2 + 2.1], [R(4, 3)], [R(4, 1) ** 2 + 2.1])
+
+
+def test_t_cdf_df_is_named_as_unsupported():
+    # the shape parameter goes through the incomplete beta function (JAX has no derivative either)
+    with pytest.raises(irad.errors.GradError, match="cdf"):
+        check_grads(stats.t.cdf, R(4), R(4) ** 2 + 2.1, argnums=(1,))
+
+
+def test_chi2_beta_gamma_cdf():
+    combo(stats.chi2.cdf, [0], [R(4) ** 2 + 2.1], [R(4) ** 2 + 2.1])
+    combo(stats.beta.cdf, [0], [U(0.0, 1.0, 4)], [R(4) ** 2 + 1.1], [R(4) ** 2 + 1.1])
+    combo(stats.gamma.cdf, [0], [R(4) ** 2 + 2.1], [R(4) ** 2 + 1.1])
 
 
 def make_psd(mat):
@@ -150,9 +161,14 @@ def test_multigammaln():
     combo(special.multigammaln, [0], [U(4.0, 5.0), U(4.0, 5.0, (2, 3))], [1, 2, 3])
 
 
-def test_incomplete_gamma_and_beta_are_named_as_unsupported():
-    with pytest.raises(irad.IradError, match="gammainc"):
-        check_grads(special.gammainc, 1.0, R(4) ** 2 + 1.3, argnums=(1,))
+def test_incomplete_gamma():
+    combo(special.gammainc, [1], [1], [R(4) ** 2 + 1.3])
+    combo(special.gammaincc, [1], [1], [R(4) ** 2 + 1.3])
+
+
+def test_incomplete_beta_a_b_are_named_as_unsupported():
+    with pytest.raises(irad.errors.GradError, match="betainc"):
+        check_grads(special.betainc, 1.5, R(4) ** 2 + 1.3, U(0.0, 1.0, 4), argnums=(1,))
 
 
 # ---- linalg ----------------------------------------------------------------------------------

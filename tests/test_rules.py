@@ -1068,6 +1068,53 @@ if sp is not None:
     case(sla.sqrtm, NEG)
     case(sla.sqrtm, C(3, 3) + 4 * np.eye(3))
     case(sla.sqrtm, 4.0)                               # a scalar: SciPy 1.17 returns [[exp(a)]]
+    # issue 14, autograd's surface (a generator of their own; more in tests/test_autograd_surface.py)
+    rng = np.random.default_rng(20250302)
+    case(sp.gammainc, P(3, 4) * 2, P(3, 4) * 2)        # a too: gammainc_da
+    case(sp.gammainc, P(3, 1) * 2, P(4) * 3)
+    case(sp.gammaincc, 1.7, 2.5)
+    case(sp.gammaincc, P(3) * 2, P(3) * 4)
+    case(scipy_rules.gammainc_da, 1, P(3) * 2, P(3) * 2)
+    case(scipy_rules.gammainc_da, 2, P(2, 2) * 3, P(2, 2) * 4)
+    case(sp.betainc, P(3), P(3), I(3), _opts={"wrt": (2,)})           # a, b: GradError
+    case(sp.betainc, 2.5, P(3, 1), I(4), _opts={"wrt": (2,)})
+    case(getattr(sp, "betaincc", None), P(3), P(3), I(3), _opts={"wrt": (2,)})
+    case(sp.stdtr, P(3) * 3, R(3), _opts={"wrt": (1,)})               # df: GradError
+    case(sp.chdtr, P(3) * 3, P(3) * 2)
+    case(sp.chdtrc, P(2, 3) * 3, P(3) * 2)
+    case(sp.yn, np.array([0, 1, 2]), P(3) + 1)
+    case(sp.kn, 2, P(2, 3) + 0.5)
+    for fn in (sp.erfcx, sp.erfi, sp.dawsn):
+        case(fn, R(3, 2))
+        case(fn, 0.3)
+        case(fn, C(3) * 0.7)
+    case(sp.wofz, C(3, 2) * 0.7)
+    case(sp.wofz, R(3))
+    case(sp.erf, C(4) * 0.7)
+    case(sp.erfc, C(2, 2) * 0.7)
+    for name, args, wrt in [("t", (R(4), P(4) * 3, R(4), P(4)), (1, 3, 4)),
+                            ("chi2", (P(4) * 2, P(4) * 3, 0.1, P(4)), None),
+                            ("gamma", (P(4) * 2, P(4) + 1, 0.1, P(4)), None),
+                            ("beta", (I(4) * 0.5 + 0.2, P(4), P(4), 0.1, 1.2), (1, 4, 5))]:
+        for meth in ("cdf", "sf", "logcdf", "logsf"):
+            case(getattr(rv_continuous, meth), getattr(st, name), *args, _opts={"wrt": wrt} if wrt else None)
+    case(rv_continuous.cdf, st.gamma, P(3) * 2, 2.5)
+    case(MVN.entropy, st.multivariate_normal, R(3), spd(3) + np.triu(R(3, 3), 1))   # upper ignored
+    case(MVN.entropy, st.multivariate_normal, R(3), P(3))
+    case(MVN.entropy, st.multivariate_normal, R(3), 1.5)
+    BAND = R(4, 5)
+    BAND[2] += 10.0
+    case(sla.solve_banded, (1, 2), BAND, R(5))
+    case(sla.solve_banded, (2, 1), BAND, R(5, 2))
+    case(sla.solve_banded, (0, 0), BAND[2:3], R(5))
+    case(sla.solve_banded, (1, 1), BAND[1:] + 1j * R(3, 5), C(5))
+
+
+# np.partition (issue 14): a permutation along the axis
+case(np.partition, R(7), 3)
+case(np.partition, R(4, 6), [1, 3], axis=0)
+case(np.partition, R(3, 4), 5, None)
+case(np.partition, R(2, 3, 5), (0, 4), -1)
 
 
 # ---- the tests -------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import ops
 from ._common import Table, is_float, labels, nones, options, scatter_labels, struct_cot
-from .numpy_rules import sort_pullback, sort_state
+from .numpy_rules import _tie_mean, sort_pullback, sort_state
 from ..errors import NoRuleError
 
 T = Table(__name__)
@@ -708,3 +708,34 @@ T.rule(np.array_split, array_split_fwd, split_pullback)
 T.rule(np.hsplit, hsplit_fwd, split_pullback)
 T.rule(np.vsplit, vsplit_fwd, split_pullback)
 T.rule(np.dsplit, dsplit_fwd, split_pullback)
+
+# ---- np.partition (issue 14) -----------------------------------------------------------------
+
+
+def partition_fwd(a: Any, kth: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("axis", "kind", "order"), axis=-1)
+    if o.get("order") is not None:
+        raise NoRuleError("irad: partition(order=...) of structured arrays has no rule")
+    y = np.partition(a, kth, *args, **kw)
+    axis = o["axis"]
+    x = np.ravel(a) if axis is None else np.asarray(a)
+    ax = -1 if axis is None else axis
+    sx = np.argsort(x, axis=ax, kind="stable")
+    sy = np.argsort(y, axis=ax, kind="stable")
+    return y, (sx, sy, np.take_along_axis(y, sy, axis=ax), ax, np.shape(a), 2 + len(args))
+
+
+def partition_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """y is a permutation of x along the axis: take g to sorted order (equal values share it
+    evenly, as for sort), then back to x's order.  The permutation is not argpartition's: for
+    long rows numpy's partition and argpartition may order the elements off the kth positions
+    differently, while sorting both sides always matches y's elements with x's."""
+    sx, sy, ys, ax, shape, n = s
+    gs = np.take_along_axis(np.broadcast_to(g, np.shape(sy)), sy, axis=ax)
+    if np.size(gs):
+        gs = _tie_mean(ys, gs, ax)
+    gx = np.take_along_axis(gs, np.argsort(sx, axis=ax), axis=ax)
+    return (np.reshape(gx, shape), None) + nones(n - 2)
+
+
+T.rule(np.partition, partition_fwd, partition_pullback, "ties split evenly; kth static")

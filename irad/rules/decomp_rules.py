@@ -1,10 +1,20 @@
-"""Rules for numpy.linalg's decompositions (cholesky, eigh, svd, qr) and norms.
+"""Rules for numpy.linalg's decompositions (cholesky, eigh, eig, svd, qr) and norms.
 
-Real matrices only for the decompositions.  numpy reads one triangle of the input of ``eigh``,
-``eigvalsh`` and ``cholesky`` (``UPLO``/``upper``): the cotangent lives on that triangle, so the
-rules are exact for any input, symmetric or not.  Eigenvector and singular-vector cotangents need
-distinct eigenvalues / singular values; where two coincide the undefined terms are dropped
-(exact when the loss does not depend on the basis chosen inside the degenerate subspace).
+Real and complex matrices, in JAX's and autograd's convention (the cotangent pairs with the
+tangent as ``Re(sum(xbar * dx))``, no conjugate; docs/rules.md, "Complex values").  Most
+pullbacks are written as the textbook Hermitian adjoint (``A^H``, ``<a, b> = Re sum(conj(a) b)``)
+and run as ``conj(adjoint(conj(ybar)))``: the two conjugations are no-ops on real values.
+
+numpy reads one triangle of the input of ``eigh``, ``eigvalsh`` and ``cholesky``
+(``UPLO``/``upper``; for a complex matrix the other triangle is taken as the conjugate transpose
+and the imaginary part of the diagonal is ignored): the cotangent lives on that triangle (real on
+the diagonal), so the rules are exact for any input, Hermitian or not.  Eigenvector and
+singular-vector cotangents need distinct eigenvalues / singular values; where two coincide the
+undefined terms are dropped (exact when the loss does not depend on the basis chosen inside the
+degenerate subspace).  The phases of complex eigenvectors (``eigh``) and singular vectors
+(``svd``) are arbitrary: losses must not depend on them (``|v|``, ``u[:, k] * vh[k, :]``, ``s``).
+``eig``'s eigenvectors are fixed as LAPACK fixes them (unit norm, largest component real), and
+the rule differentiates through that choice, so any loss of them works.
 """
 from __future__ import annotations
 
@@ -29,12 +39,19 @@ def _mm(*xs: Any) -> Any:
     return out
 
 
+def _H(x: Any) -> Any:
+    """Conjugate transpose of the last two axes (a plain transpose for real values)."""
+    return np.swapaxes(cj(x), -1, -2)
+
+
 def _sym(x: Any) -> Any:
-    return 0.5 * (x + _T(x))
+    """The Hermitian (for real values: symmetric) part of ``x``."""
+    return 0.5 * (x + _H(x))
 
 
 def _on_triangle(gs: Any, lower: bool) -> Any:
-    """A symmetric cotangent moved onto the triangle numpy reads: off-diagonal entries double."""
+    """A Hermitian cotangent moved onto the triangle numpy reads: off-diagonal entries double
+    (the other triangle is their conjugate), the diagonal (real) stays."""
     return np.tril(gs) + np.tril(gs, -1) if lower else np.triu(gs) + np.triu(gs, 1)
 
 
@@ -44,12 +61,7 @@ def _inv_gaps(w: Any) -> Any:
     return np.where(d == 0, 0.0, 1.0 / np.where(d == 0, 1.0, d))
 
 
-def _real_only(a: Any, name: str) -> None:
-    if np.iscomplexobj(a):
-        raise NoRuleError(f"irad: the rule for numpy.linalg.{name} is for real matrices")
-
-
-# ---- symmetric eigenproblems and cholesky ----------------------------------------------------
+# ---- Hermitian eigenproblems and cholesky ----------------------------------------------------
 
 
 def _uplo(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
@@ -57,46 +69,51 @@ def _uplo(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
 
 
 def eigh_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    _real_only(a, "eigh")
     y = np.linalg.eigh(a, *args, **kw)
     return y, (y[0], y[1], _uplo(args, kw), 1 + len(args))
 
 
 def eigh_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    """A = V diag(w) V^T: A gets V (diag(gw) + F * (V^T gV)) V^T, on the triangle read."""
+    """A = V diag(w) V^H: the Hermitian adjoint is V (diag(gw) + F * (V^H gV)) V^H, F_ij =
+    1/(w_j - w_i) (0 on the diagonal: the phase of each eigenvector is not differentiated); in
+    JAX's convention conj(V) (diag(gw) + F * (V^T gV)) V^T, made Hermitian, on the triangle read."""
     w, v, lower, n = s
     gw, gv = g
     inner = _inv_gaps(w) * _mm(_T(v), gv)
     inner = inner + np.expand_dims(gw, -1) * np.eye(np.shape(w)[-1])
-    return (_on_triangle(_sym(_mm(v, inner, _T(v))), lower),) + nones(n - 1)
+    return (_on_triangle(_sym(_mm(cj(v), inner, _T(v))), lower),) + nones(n - 1)
 
 
 def eigvalsh_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    _real_only(a, "eigvalsh")
     v = np.linalg.eigh(a, *args, **kw)[1]
     return np.linalg.eigvalsh(a, *args, **kw), (v, _uplo(args, kw), 1 + len(args))
 
 
 def eigvalsh_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """dw_i = Re(v_i^H dA v_i): A gets conj(V) diag(g) V^T, on the triangle read."""
     v, lower, n = s
-    return (_on_triangle(_mm(v * np.expand_dims(g, -2), _T(v)), lower),) + nones(n - 1)
+    ga = _mm(cj(v) * np.expand_dims(g, -2), _T(v))
+    if np.iscomplexobj(ga):  # Hermitian up to rounding: exactly, so that the diagonal is real
+        ga = _sym(ga)
+    return (_on_triangle(ga, lower),) + nones(n - 1)
 
 
 def cholesky_fwd(a: Any, **kw: Any) -> tuple[Any, Any]:
-    _real_only(a, "cholesky")
     y = np.linalg.cholesky(a, **kw)
     upper = bool(kw.get("upper", False))
-    return y, (_T(y) if upper else y, upper)
+    return y, (_H(y) if upper else y, upper)
 
 
 def cholesky_pullback(s: Any, g: Any) -> tuple[Any]:
-    """A = L L^T: S = L^-T Phi(L^T gL) L^-1 (Phi: lower triangle, half diagonal), symmetrised."""
+    """A = L L^H (Murray, 'Differentiation of the Cholesky decomposition'): the Hermitian adjoint
+    is S = L^-H Phi(L^H gL) L^-1 (Phi: lower triangle, half diagonal), made Hermitian; in JAX's
+    convention conj(S) = L^-T Phi(L^T gL) conj(L)^-1.  ``upper``: A = U^H U, L = U^H, gL = gU^H."""
     low, upper = s
-    gl = _T(g) if upper else g
+    gl = _H(g) if upper else g
     p = np.tril(_mm(_T(low), gl))
     p = p - 0.5 * (np.eye(np.shape(low)[-1]) * p)
     x = np.linalg.solve(_T(low), p)             # L^-T P
-    smat = _T(np.linalg.solve(_T(low), _T(x)))  # L^-T P L^-1
+    smat = _T(np.linalg.solve(_H(low), _T(x)))  # L^-T P conj(L)^-1
     return (_on_triangle(_sym(smat), not upper),)
 
 
@@ -111,22 +128,26 @@ def eigvals_fwd(a: Any) -> tuple[Any, Any]:
 
 
 def _eig_cot(w: Any, v: Any, gw: Any, gv: Any, cplx: bool) -> Any:
-    """A = V diag(w) V^-1 (columns of V of unit norm): with G = V^H gV and F_ij = 1/(w_j - w_i),
-    the Hermitian adjoint sends (gw, gV) to V^-H (diag(gw) + conj(F) * (G - V^H V Re(diag(G)))) V^H;
-    JAX's convention conjugates it on both sides (the real part for real A)."""
-    ga = _eig_adjoint(w, v, cj(gw), None if gv is None else cj(gv))
-    return cj(ga) if cplx else np.real(ga)
-
-
-def _eig_adjoint(w: Any, v: Any, gw: Any, gv: Any) -> Any:
-    vh = np.conj(_T(v))
-    inner = np.expand_dims(gw, -1) * np.eye(np.shape(w)[-1])
+    """A = V diag(w) V^-1.  With P = V^-1 dA V: dw = diag(P), dv_j = u_j + c_j v_j, U = V (F * P),
+    F_ij = 1/(w_j - w_i), and c_j fixed by LAPACK's normalisation of each eigenvector (unit norm,
+    the component k_j of largest modulus real): c_j = -Re(v_j^H u_j) - i Im(u_kj) / v_kj.  The
+    transpose (JAX's convention, no conjugate): gU = gV - conj(V) Re(a) - i e_k Im(a) / v_k with
+    a_j = sum_i gV_ij v_ij, then A gets V^-T (diag(gw) + F * (V^T gU)) V^T (the real part for
+    real A)."""
+    n = np.shape(w)[-1]
+    vt = _T(v)
+    inner = np.expand_dims(gw, -1) * np.eye(n)
     if gv is not None:
-        f = np.conj(_inv_gaps(w))
-        gg = _mm(vh, gv)
-        diag_re = np.real(gg) * np.eye(np.shape(w)[-1])
-        inner = inner + f * (gg - _mm(vh, v, diag_re))
-    return np.linalg.solve(vh, _mm(inner, vh))
+        a = np.sum(gv * v, axis=-2)
+        gu = gv - cj(v) * np.expand_dims(np.real(a), -2)
+        if np.iscomplexobj(v) or np.iscomplexobj(gv):
+            top = np.expand_dims(np.argmax(np.abs(v), axis=-2), -2)  # k_j (non-differentiable)
+            hit = np.arange(n)[:, None] == top                        # hit_ij = (i == k_j)
+            vk = np.sum(np.where(hit, np.real(v), 0.0), axis=-2)
+            gu = gu - 1j * np.where(hit, np.expand_dims(np.imag(a) / vk, -2), 0.0)
+        inner = inner + _inv_gaps(w) * _mm(vt, gu)
+    ga = np.linalg.solve(vt, _mm(inner, vt))
+    return ga if cplx else np.real(ga)
 
 
 def eig_pullback(s: Any, g: Any) -> tuple[Any]:
@@ -140,42 +161,57 @@ def eigvals_pullback(s: Any, g: Any) -> tuple[Any]:
     return (_eig_cot(w, v, g, None, cplx),)
 
 
-T.rule(np.linalg.eig, eig_fwd, eig_pullback, "distinct eigenvalues; losses independent of eigenvector phases")
-T.rule(np.linalg.eigvals, eigvals_fwd, eigvals_pullback, "distinct eigenvalues")
-T.rule(np.linalg.eigh, eigh_fwd, eigh_pullback, "real; distinct eigenvalues for eigenvectors")
-T.rule(np.linalg.eigvalsh, eigvalsh_fwd, eigvalsh_pullback, "real")
-T.rule(np.linalg.cholesky, cholesky_fwd, cholesky_pullback, "real")
+T.rule(np.linalg.eig, eig_fwd, eig_pullback,
+       "batched, complex; distinct eigenvalues; eigenvectors normalised as LAPACK does (unit norm, largest component real)")
+T.rule(np.linalg.eigvals, eigvals_fwd, eigvals_pullback, "batched, complex; distinct eigenvalues")
+T.rule(np.linalg.eigh, eigh_fwd, eigh_pullback,
+       "batched, complex Hermitian; reads the UPLO triangle; distinct eigenvalues and phase-independent losses for eigenvectors")
+T.rule(np.linalg.eigvalsh, eigvalsh_fwd, eigvalsh_pullback, "batched, complex Hermitian; reads the UPLO triangle")
+T.rule(np.linalg.cholesky, cholesky_fwd, cholesky_pullback,
+       "batched, complex Hermitian; reads one triangle (upper=)")
 
 # ---- svd -------------------------------------------------------------------------------------
 
 
+def _recip(s: Any) -> Any:
+    """1 / s, and 0 where s == 0 (as JAX: a loss of the singular values alone stays finite at a
+    rank-deficient matrix; the singular vectors' derivatives are undefined there)."""
+    return np.where(s == 0, 0.0, 1.0 / np.where(s == 0, 1.0, s))
+
+
 def _svd_core(u: Any, s: Any, vh: Any, gu: Any, gs: Any, gvh: Any) -> Any:
-    """Cotangent of A = U diag(s) Vh for the reduced factors (Townsend, 'Differentiating the SVD')."""
-    v, gv = _T(vh), _T(gvh)
+    """The Hermitian adjoint for the reduced factors of A = U diag(s) V^H (Townsend,
+    'Differentiating the SVD'; the complex term as in Wan & Zhang): with J = U^H gU, K = V^H gV,
+    A gets U (diag(gs) + F * (J - J^H) S + S F * (K - K^H) + i Im(diag(J)) / S) V^H, plus the
+    parts of gU, gV outside U's, V's span.  The phase of a singular pair is not determined: the
+    i Im(diag(J)) term moves it with U (JAX's and autograd's gauge), exact for losses that do
+    not depend on it."""
+    v, gv = _H(vh), _H(gvh)
     k = np.shape(s)[-1]
     eye = np.eye(k)
     s2 = s * s
     f = _inv_gaps(s2)  # 1 / (s_j^2 - s_i^2)
     sm = np.expand_dims(s, -2) * eye  # diag(s)
+    sinv = np.expand_dims(_recip(s), -2)
     out = np.expand_dims(gs, -1) * eye
     if gu is not None:
-        utgu = _mm(_T(u), gu)
-        out = out + _mm(f * (utgu - _T(utgu)), sm)
+        utgu = _mm(_H(u), gu)
+        out = out + _mm(f * (utgu - _H(utgu)), sm)
+        if np.iscomplexobj(utgu):
+            out = out + 1j * np.imag(utgu) * eye * sinv
     if gv is not None:
-        vtgv = _mm(_T(v), gv)
-        out = out + _mm(sm, f * (vtgv - _T(vtgv)))
+        vtgv = _mm(_H(v), gv)
+        out = out + _mm(sm, f * (vtgv - _H(vtgv)))
     ga = _mm(u, out, vh)
-    sinv = np.expand_dims(1.0 / s, -2)
     m, n = np.shape(u)[-2], np.shape(v)[-2]
-    if gu is not None and m > k:  # (I - U U^T) gU S^-1 V^T
-        ga = ga + _mm(gu - _mm(u, _T(u), gu), sinv * eye, vh)
-    if gv is not None and n > k:  # U S^-1 gV^T (I - V V^T)
-        ga = ga + _mm(u, sinv * eye, _T(gv) - _mm(_T(gv), v, vh))
+    if gu is not None and m > k:  # (I - U U^H) gU S^-1 V^H
+        ga = ga + _mm(gu - _mm(u, _H(u), gu), sinv * eye, vh)
+    if gv is not None and n > k:  # U S^-1 gV^H (I - V V^H)
+        ga = ga + _mm(u, sinv * eye, _H(gv) - _mm(_H(gv), v, vh))
     return ga
 
 
 def svd_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    _real_only(a, "svd")
     names = ("full_matrices", "compute_uv", "hermitian")
     o: dict[str, Any] = dict(zip(names, (True, True, False)))
     o.update(zip(names, args))
@@ -191,48 +227,51 @@ def svd_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 def svd_pullback(st: Any, g: Any) -> tuple[Any, ...]:
     """Reduced factors exactly; full factors of a non-square matrix take the extra columns of U
-    (rows of Vh) as a basis whose own rotation is not differentiated (exact for one extra)."""
+    (rows of Vh) as a basis whose own rotation (for complex values: phase) is not differentiated:
+    exact for one extra column of a real matrix, and for losses that do not depend on that basis.
+    The Hermitian adjoint runs on conj(ybar) and its result is conjugated (JAX's convention)."""
     u, s, vh, uv, n = st
     rest = nones(n - 1)
-    if not uv:
-        return (_mm(u * np.expand_dims(g, -2), vh),) + rest
-    gu, gs, gvh = g
+    if not uv:  # ds_i = Re(u_i^H dA v_i)
+        return (_mm(cj(u) * np.expand_dims(g, -2), cj(vh)),) + rest
+    gu, gs, gvh = cj(g[0]), g[1], cj(g[2])
     k = np.shape(s)[-1]
     u1, gu1, vh1, gvh1 = u[..., :k], gu[..., :k], vh[..., :k, :], gvh[..., :k, :]
     ga = _svd_core(u1, s, vh1, gu1, gs, gvh1)
-    sinv = np.expand_dims(1.0 / s, -2) * np.eye(k)
-    if np.shape(u)[-1] > k:  # U2 changes by -U1 S^-1 V^T dA^T U2
+    sinv = np.expand_dims(_recip(s), -2) * np.eye(k)
+    if np.shape(u)[-1] > k:  # U2 changes by -U1 S^-1 V^H dA^H U2
         u2, gu2 = u[..., k:], gu[..., k:]
-        ga = ga - _mm(u2, _T(gu2), u1, sinv, vh1)
-    if np.shape(vh)[-2] > k:  # V2 changes by -V1 S^-1 U^T dA V2
+        ga = ga - _mm(u2, _H(gu2), u1, sinv, vh1)
+    if np.shape(vh)[-2] > k:  # V2 changes by -V1 S^-1 U^H dA V2
         vh2, gvh2 = vh[..., k:, :], gvh[..., k:, :]
-        ga = ga - _mm(u1, sinv, _mm(vh1, _T(gvh2)), vh2)
-    return (ga,) + rest
+        ga = ga - _mm(u1, sinv, _mm(vh1, _H(gvh2)), vh2)
+    return (cj(ga),) + rest
 
 
 def svdvals_fwd(a: Any) -> tuple[Any, Any]:
-    _real_only(a, "svdvals")
     u, s, vh = np.linalg.svd(a, full_matrices=False)
     return np.linalg.svdvals(a), (u, s, vh, False, 1)
 
 
-T.rule(np.linalg.svd, svd_fwd, svd_pullback, "real; distinct nonzero singular values")
-T.rule(getattr(np.linalg, "svdvals", None), svdvals_fwd, svd_pullback, "real")
+T.rule(np.linalg.svd, svd_fwd, svd_pullback,
+       "batched, complex; distinct nonzero singular values; complex: losses independent of the singular vectors' phases")
+T.rule(getattr(np.linalg, "svdvals", None), svdvals_fwd, svd_pullback, "batched, complex")
 
 # ---- qr --------------------------------------------------------------------------------------
 
 
 def _qr_square_cot(q: Any, r: Any, gq: Any, gr: Any) -> Any:
-    """A = QR with R square: A gets (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q."""
-    mm = _mm(r, _T(gr)) - _mm(_T(gq), q)
+    """The Hermitian adjoint of A = QR with R square and real on its diagonal (LAPACK's):
+    A gets (gQ + Q copyltu(M)) R^-H, M = R gR^H - gQ^H Q, copyltu(M) = the strict lower triangle
+    of M mirrored (conjugated) above it, and Re(diag(M)) on the diagonal."""
+    mm = _mm(r, _H(gr)) - _mm(_H(gq), q)
     low = np.tril(mm, -1)
-    copyltu = low + _T(low) + np.eye(np.shape(r)[-1]) * mm
+    copyltu = low + _H(low) + np.eye(np.shape(r)[-1]) * (np.real(mm) if np.iscomplexobj(mm) else mm)
     b = gq + _mm(q, copyltu)
-    return _T(np.linalg.solve(r, _T(b)))  # b R^-T
+    return _H(np.linalg.solve(r, _H(b)))  # b R^-H
 
 
 def qr_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    _real_only(a, "qr")
     mode = args[0] if args else kw.get("mode", "reduced")
     m, n = np.shape(a)[-2], np.shape(a)[-1]
     if mode not in ("reduced", "r", "complete") or (mode == "complete" and m > n):
@@ -244,20 +283,21 @@ def qr_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def qr_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """The Hermitian adjoint on conj(ybar), conjugated (JAX's convention; no-ops when real)."""
     a, q, r, r_only, nargs = s
     rest = nones(nargs - 1)
-    gq, gr = (np.zeros(np.shape(q)), g) if r_only else g
+    gq, gr = (np.zeros(np.shape(q)), cj(g)) if r_only else (cj(g[0]), cj(g[1]))
     m, n = np.shape(a)[-2], np.shape(a)[-1]
     if m >= n:
-        return (_qr_square_cot(q, r, gq, gr),) + rest
-    # wide: A = [X | Y], X = Q U (square), Y = Q V; V = Q^T Y also moves with Q
+        return (cj(_qr_square_cot(q, r, gq, gr)),) + rest
+    # wide: A = [X | Y], X = Q U (square), Y = Q V; V = Q^H Y also moves with Q
     y = a[..., :, m:]
     u, gu, gv = r[..., :, :m], gr[..., :, :m], gr[..., :, m:]
-    gx = _qr_square_cot(q, u, gq + _mm(y, _T(gv)), gu)
-    return (np.concatenate([gx, _mm(q, gv)], axis=-1),) + rest
+    gx = _qr_square_cot(q, u, gq + _mm(y, _H(gv)), gu)
+    return (cj(np.concatenate([gx, _mm(q, gv)], axis=-1)),) + rest
 
 
-T.rule(np.linalg.qr, qr_fwd, qr_pullback, "real; modes reduced, r (complete if m <= n)")
+T.rule(np.linalg.qr, qr_fwd, qr_pullback, "batched, complex; modes reduced, r (complete if m <= n)")
 
 # ---- norms -----------------------------------------------------------------------------------
 
@@ -304,7 +344,6 @@ def _matrix_norm_cot(x: Any, ordm: Any, yk: Any, gk: Any) -> Any:
     if ordm in (None, "fro"):
         return _safe_div(gk, yk) * x
     if ordm in ("nuc", 2, -2):
-        _real_only(x, "norm(ord=nuc/2/-2)")
         u, s, vh = np.linalg.svd(x, full_matrices=False)
         if ordm == "nuc":
             return gk * _mm(u, vh)
@@ -373,7 +412,7 @@ def norm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     return (cj(np.moveaxis(_matrix_norm_cot(xt, ordv, ykt, gkt), (-2, -1), (r, c))),) + rest
 
 
-_NORM = "vector 2/1/inf/p, matrix fro/nuc/2/1/inf; ties split evenly; 0 at 0"
+_NORM = "vector 2/1/inf/p, matrix fro/nuc/2/1/inf (and their negatives); complex; ties split evenly; 0 at 0"
 T.rule(np.linalg.norm, norm_fwd, norm_pullback, _NORM)
 T.rule(getattr(np.linalg, "vector_norm", None), vector_norm_fwd, norm_pullback, _NORM)
 T.rule(getattr(np.linalg, "matrix_norm", None), matrix_norm_fwd, norm_pullback, _NORM)

@@ -8,6 +8,7 @@ evenly between the tied elements.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -205,43 +206,198 @@ T.rule(np.where, where_fwd, where_pullback)
 T.rule(np.nan_to_num, nan_to_num_fwd, nan_to_num_pullback, "zero where x is not finite")
 
 _LN2, _LN10 = np.log(2.0), np.log(10.0)
+_INV_LN2, _INV_LN10 = 1.0 / _LN2, 1.0 / _LN10
 _D2R, _R2D = np.pi / 180.0, 180.0 / np.pi
+
+
+# ---- partials in forms accurate over the whole domain (issue 14: tests/test_rule_precision.py) --
+#
+# The textbook formula of a derivative can lose every digit where the function saturates or
+# cancels (1 - tanh(x)^2 is 0 beyond |x| ~ 19, where the true value is ~1e-16).  These forms
+# stay within a few ulp of the true derivative from the smallest subnormal to the largest
+# float, and give the limit at +-inf.  They are plain numpy (the pullbacks are traced and
+# differentiated again): where a form has two branches, each branch only sees arguments on
+# which it is finite, so that the branch np.where discards gives a zero, not a NaN, derivative.
+
+#: |x| beyond which sech(x)^2 has underflowed to 0 in each float type while cosh(x) is finite
+_FLOATS = (np.float16, np.float32, np.float64, np.longdouble)
+_SECH2_CAP = {np.dtype(t): 0.9 * float(np.log(np.finfo(t).max)) for t in _FLOATS}
+
+
+def _clip(x: Any, lo: float, hi: float) -> Any:
+    """np.clip, as the method for arrays (half of np.clip's call overhead on small arrays)."""
+    return x.clip(lo, hi) if isinstance(x, np.ndarray) else np.clip(x, lo, hi)
+
+
+def _sech2(x: Any) -> Any:
+    """sech(x)^2 = 1/cosh(x)^2 (tanh', and tan'(x) = sech(ix)^2 for complex x), to a few ulp.
+
+    Real x: 1/cosh(clip(x, -cap, cap))^2, the cap past the point where the result underflows
+    (so cosh never overflows: no warning, a finite second derivative).  Complex z: 4e/(1 + e)^2
+    with e = exp(-2w), w = +-z with Re w >= 0 (sech^2 is even), which neither overflows nor
+    cancels (1 - tanh(z)^2 cancels for large |Re z| too)."""
+    if np.iscomplexobj(x):
+        w = np.where(np.less(np.real(x), 0), -x, x)
+        e = np.exp(-2.0 * w)
+        d = 1.0 + e
+        return 4.0 * e / (d * d)
+    cap = _SECH2_CAP.get(np.result_type(x), 400.0)
+    s = 1.0 / np.cosh(_clip(x, -cap, cap))
+    return s * s
+
+
+def _tan_d(x: Any, y: Any) -> Any:
+    """tan' = 1 + tan^2 (accurate for real x); complex: sech(iz)^2 (1 + tan^2 cancels as tan(z)
+    -> +-i for large |Im z|)."""
+    if np.iscomplexobj(x):
+        return _sech2(1j * x)
+    return 1.0 + y * y
+
+
+def _rsqrt_1mx2(x: Any) -> Any:
+    """1/sqrt(1 - x^2) (arcsin') as 1/sqrt((1 - x)(1 + x)): 1 - x*x cancels near |x| = 1, where
+    1 -+ x is exact.  Complex: the product of the two principal roots (the same branch cuts as
+    arcsin's, no overflow)."""
+    if np.iscomplexobj(x):
+        return 1.0 / (np.sqrt(1.0 - x) * np.sqrt(1.0 + x))
+    return 1.0 / np.sqrt((1.0 - x) * (1.0 + x))
+
+
+def _arctan_d(x: Any) -> Any:
+    """1/(1 + x^2) (x*x overflows only where the result is below the normal range); complex:
+    1/((1 + iz)(1 - iz)), which does not cancel near the poles +-i."""
+    if np.iscomplexobj(x):
+        return 1.0 / ((1.0 + 1j * x) * (1.0 - 1j * x))
+    return 1.0 / (1.0 + x * x)
+
+
+def _arcsinh_d(x: Any) -> Any:
+    """1/sqrt(1 + x^2): x*x overflows beyond 1e154, where the slope is 1/|x| (not 0), so |x| >
+    1e150 takes 1/|x| (exactly the rounded value there; np.hypot would be 4x slower).  Complex:
+    1/(sqrt(1 + iz) sqrt(1 - iz)) (no cancellation near +-i)."""
+    if np.iscomplexobj(x):
+        return 1.0 / (np.sqrt(1.0 + 1j * x) * np.sqrt(1.0 - 1j * x))
+    a = np.abs(x)
+    big = np.greater(a, 1e150)
+    xs = np.where(big, 0.0, x)
+    return np.where(big, 1.0 / np.where(big, a, 1.0), 1.0 / np.sqrt(1.0 + xs * xs))
+
+
+def _arccosh_d(x: Any) -> Any:
+    """1/sqrt(x^2 - 1) as 1/(sqrt(x - 1) sqrt(x + 1)): no cancellation near 1, no overflow, and
+    for complex z numpy's own branch (arccosh z = log(z + sqrt(z - 1) sqrt(z + 1)))."""
+    return 1.0 / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0))
+
+
+def _arctanh_d(x: Any) -> Any:
+    """1/(1 - x^2) as 1/((1 - x)(1 + x)) (1 - x*x cancels near |x| = 1)."""
+    return 1.0 / ((1.0 - x) * (1.0 + x))
+
+
+#: |d| at which exp(d) is clipped in logaddexp's shares: the last finite exp in each float type
+#: (beyond it the small share is at most exp(-cap), below the normal range)
+_EXP_CAP = {np.dtype(t): float(math.floor(np.log(np.finfo(t).max))) for t in _FLOATS}
+
+
+def _logaddexp_shares(x: Any, y: Any, scale: float = 1.0) -> tuple[Any, Any]:
+    """logaddexp's partials e/(1 + e) and 1/(1 + e), e = exp(d), d = (x - y) * scale (ln 2 for
+    logaddexp2).
+
+    The textbook exp(x - out) carries the rounding of out (all its digits are lost when |out|
+    is ~1e16 times |x - out|, and it is NaN at x = out = inf); both shares of e are a few ulp
+    plus the rounding of x - y (|d|/2 ulp, |d| < 745 before a share underflows).  d is clipped
+    where exp would overflow (the small share then stays at exp(-709) ~ 1e-308, below the
+    normal range, instead of going to 0; the lower bound is where exp is 0 already).  Equal
+    infinities (d = inf - inf) give NaN, as before."""
+    d = x - y
+    if scale != 1.0:
+        d = d * scale
+    cap = _EXP_CAP.get(np.result_type(d), 709.0)
+    e = np.exp(_clip(d, -cap - 37.0, cap))
+    # NOTE: np.reciprocal, not 1.0 / (1 + e): onnxruntime 1.32's graph optimizer breaks the
+    # exported model on that sigmoid-shaped Div (a dangling input) when ybar is a constant
+    r = np.reciprocal(1.0 + e)
+    return e * r, r
+
+
+def _over_hypot(a: Any, h: Any) -> Any:
+    """a / hypot(...): 0 at the origin, a kink (like abs and the 2-norm: the subgradient 0)."""
+    return a / np.where(np.equal(h, 0), 1.0, h)
+
+
+def _arctan2_d(y: Any, x: Any) -> tuple[Any, Any]:
+    """(x, -y) / (x^2 + y^2), with x and y scaled by s = max(|x|, |y|) first: x*x + y*y
+    overflows beyond 1e154 (0 for a slope ~1/|x|) and underflows below 1e-154 (inf).  NaN at
+    the origin, as before (arctan2 is not continuous there)."""
+    s = np.maximum(np.abs(x), np.abs(y))
+    xs, ys = x / s, y / s
+    q = s * (xs * xs + ys * ys)
+    return xs / q, -ys / q
+
+
+_PI2_3, _PI4_30 = np.pi ** 2 / 3.0, np.pi ** 4 / 30.0
+#: sinc'(x) = x * sum_k c_k x^(2k-2), c_k = (-1)^k 2k pi^(2k) / (2k + 1)!, k = 1..10 (|x| < 0.3)
+_SINC_C = tuple((-1) ** k * 2 * k * math.pi ** (2 * k) / math.factorial(2 * k + 1) for k in range(1, 11))
+
+
+def _sinc_d(x: Any) -> Any:
+    """sinc'(x) = (cos(pi x) - sinc(x)) / x.
+
+    The difference cancels near 0 (both terms ~1, the result ~ -pi^2 x / 3): |x| < 0.3 takes
+    the Taylor series (to a few ulp).  Beyond, cos and sin are taken of pi r, r = x reduced
+    mod 2 (exactly), so that large x keeps its digits (pi * x rounds: np.sinc(1e300) is noise).
+    Complex: the old form (series below |z| = 1e-3)."""
+    if np.iscomplexobj(x):
+        tiny = np.abs(x) < 1e-3
+        return np.where(tiny, x * (_PI4_30 * x * x - _PI2_3),
+                        (np.cos(np.pi * x) - np.sinc(x)) / np.where(tiny, 1.0, x))
+    small = np.less(np.abs(x), 0.3)
+    xs = np.where(small, x, 0.0)
+    u = xs * xs
+    p = _SINC_C[-1]
+    for c in reversed(_SINC_C[:-1]):
+        p = p * u + c
+    xl = np.where(small, 1.0, x)
+    r = xl - 2.0 * np.round(0.5 * xl)
+    pr = np.pi * r
+    big = (np.cos(pr) - np.sin(pr) / (np.pi * xl)) / xl
+    return np.where(small, xs * p, big)
+
+
 T.scalar(np.square, lambda x: 2 * x)
 T.scalar(np.sqrt, lambda x, y: 0.5 / y)
 T.scalar(np.cbrt, lambda x, y: 1.0 / (3.0 * y * y))
 T.scalar(np.reciprocal, lambda x, y: -y * y)
 T.scalar(np.exp, lambda x, y: y)
 T.scalar(np.exp2, lambda x, y: y * _LN2)
-T.scalar(np.expm1, lambda x, y: y + 1.0)
+T.scalar(np.expm1, lambda x: np.exp(x))               # not y + 1: 0 for x < -37
 T.scalar(np.log, lambda x: 1.0 / x)
-T.scalar(np.log2, lambda x: 1.0 / (x * _LN2))
-T.scalar(np.log10, lambda x: 1.0 / (x * _LN10))
+T.scalar(np.log2, lambda x: _INV_LN2 / x)
+T.scalar(np.log10, lambda x: _INV_LN10 / x)            # not 1/(x ln 10): x ln 10 overflows beyond 7.8e307
 T.scalar(np.log1p, lambda x: 1.0 / (1.0 + x))
-T.scalar(np.logaddexp, lambda x, y, z: np.exp(x - z), lambda x, y, z: np.exp(y - z))
-T.scalar(np.logaddexp2, lambda x, y, z: np.exp2(x - z), lambda x, y, z: np.exp2(y - z))
+T.scalar(np.logaddexp, lambda x, y: _logaddexp_shares(x, y)[0], lambda x, y: _logaddexp_shares(x, y)[1])
+T.scalar(np.logaddexp2, lambda x, y: _logaddexp_shares(x, y, _LN2)[0],
+         lambda x, y: _logaddexp_shares(x, y, _LN2)[1])
 T.scalar(np.sin, lambda x: np.cos(x))
 T.scalar(np.cos, lambda x: -np.sin(x))
-T.scalar(np.tan, lambda x, y: 1.0 + y * y)
-T.scalar(np.arcsin, lambda x: 1.0 / np.sqrt(1.0 - x * x))
-T.scalar(np.arccos, lambda x: -1.0 / np.sqrt(1.0 - x * x))
-T.scalar(np.arctan, lambda x: 1.0 / (1.0 + x * x))
-T.scalar(np.arctan2, lambda y, x: x / (x * x + y * y), lambda y, x: -y / (x * x + y * y))
-T.scalar(np.hypot, lambda x, y, h: x / h, lambda x, y, h: y / h)
+T.scalar(np.tan, _tan_d)
+T.scalar(np.arcsin, lambda x: _rsqrt_1mx2(x))
+T.scalar(np.arccos, lambda x: -_rsqrt_1mx2(x))
+T.scalar(np.arctan, lambda x: _arctan_d(x))
+T.scalar(np.arctan2, lambda y, x: _arctan2_d(y, x)[0], lambda y, x: _arctan2_d(y, x)[1])
+T.scalar(np.hypot, lambda x, y, h: _over_hypot(x, h), lambda x, y, h: _over_hypot(y, h))
 T.scalar(np.sinh, lambda x: np.cosh(x))
 T.scalar(np.cosh, lambda x: np.sinh(x))
-T.scalar(np.tanh, lambda x, y: 1.0 - y * y)
-T.scalar(np.arcsinh, lambda x: 1.0 / np.sqrt(x * x + 1.0))
-T.scalar(np.arccosh, lambda x: 1.0 / np.sqrt(x * x - 1.0))
-T.scalar(np.arctanh, lambda x: 1.0 / (1.0 - x * x))
+T.scalar(np.tanh, lambda x: _sech2(x))                 # not 1 - y*y: 0 beyond |x| ~ 19
+T.scalar(np.arcsinh, lambda x: _arcsinh_d(x))
+T.scalar(np.arccosh, lambda x: _arccosh_d(x))
+T.scalar(np.arctanh, lambda x: _arctanh_d(x))
 T.scalar(np.deg2rad, lambda x: _D2R)
 T.scalar(np.radians, lambda x: _D2R)
 T.scalar(np.rad2deg, lambda x: _R2D)
 T.scalar(np.degrees, lambda x: _R2D)
 T.scalar(np.fabs, lambda x: np.sign(x), note="0 at 0")
-_PI2_3, _PI4_30 = np.pi ** 2 / 3.0, np.pi ** 4 / 30.0
-T.scalar(np.sinc, lambda x: np.where(np.abs(x) < 1e-3, x * (_PI4_30 * x * x - _PI2_3),
-                                     (np.cos(np.pi * x) - np.sinc(x))
-                                     / np.where(np.abs(x) < 1e-3, 1.0, x)))
+T.scalar(np.sinc, lambda x: _sinc_d(x))
 T.scalar(np.maximum, lambda x, y: (x > y) + 0.5 * (x == y), lambda x, y: (y > x) + 0.5 * (x == y),
          note="ties split evenly")
 T.scalar(np.minimum, lambda x, y: (x < y) + 0.5 * (x == y), lambda x, y: (y < x) + 0.5 * (x == y),

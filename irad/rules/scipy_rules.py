@@ -7,8 +7,10 @@ looks up a rule after the program has imported ``scipy.special`` (likewise ``sci
 
 scipy.special's functions are numpy ufuncs: their arguments are positional (ufuncs take no
 keyword inputs), so every argument can carry a cotangent.  Orders of Bessel functions and the
-``n`` of ``polygamma`` get none: ``n`` is discrete (``None``, no tangent); a Bessel order
-raises ``GradError`` when differentiated (``NotImplemented``), rather than HIPS autograd's silent 0.
+``n`` of ``polygamma`` get none: ``n`` is discrete (``None``, no tangent; also the integer orders
+of ``yn``, ``kn``); a real Bessel order raises ``GradError`` when differentiated
+(``NotImplemented``), rather than HIPS autograd's silent 0, as do ``betainc``'s ``a``, ``b`` and
+``stdtr``'s ``df``.  ``gammainc``'s ``a`` is differentiated through ``gammainc_da`` (below).
 
 scipy.stats distributions are instances (``scipy.stats.norm``) whose methods are shared by all
 distributions (``rv_continuous.logpdf``): the rules are registered with ``types=`` on ``self``
@@ -21,11 +23,13 @@ first C function without a rule.
 from __future__ import annotations
 
 import importlib.util
+import math
 from typing import Any
 
 import numpy as np
 
 from ._common import Table, cj, expand_reduced, nones, options, unreduce
+from .numpy_rules import _EXP_CAP, _clip
 from .registry import when_imported
 from ..errors import NoRuleError
 
@@ -37,6 +41,7 @@ linalg: Any = None
 signal: Any = None
 
 _HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
+_EPS = float(np.finfo(float).eps)
 
 
 # ---- scipy.special: elementwise ----------------------------------------------------------------
@@ -46,6 +51,132 @@ _HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
 _ORDER = "order v: GradError if differentiated"
 
 
+# ---- partials in forms accurate over the whole domain (issue 14: tests/test_rule_precision.py) --
+#
+# As in numpy_rules: where the textbook partial saturates or cancels, a form that stays within a
+# few ulp; a branch np.where discards only sees arguments on which it is finite (so that its
+# derivative, at second order, is 0 rather than NaN).
+
+#: phi(x)/Phi(x) = t / S(1/t^2) for t = -x > 20, S(u) = sum_k (-1)^k (2k - 1)!! u^k (10 terms)
+_MILLS_C = tuple((-1) ** k * float(math.prod(range(1, 2 * k, 2))) for k in range(11))
+
+
+def _log_ndtr_d(x: Any, y: Any) -> Any:
+    """d log Phi(x) = phi(x)/Phi(x) = exp(log phi(x) - y).  For x << 0 both logs are ~ -x^2/2 and
+    the difference keeps only the digits below their ulp (relative error ~x^2 eps: all of them
+    by x ~ -1e8, NaN at -inf): x < -20 takes the asymptotic series of the inverse Mills ratio."""
+    if np.iscomplexobj(x):
+        return np.exp(-0.5 * x * x - _HALF_LOG_2PI - y)
+    far = np.less(x, -20.0)
+    xn = np.where(far, 0.0, np.minimum(x, 40.0))   # (beyond 40 the result has underflowed: no overflow)
+    near = np.exp(-0.5 * xn * xn - _HALF_LOG_2PI - np.where(far, 0.0, y))
+    t = np.where(far, -x, 20.0)
+    u = np.square(1.0 / t)
+    p = _MILLS_C[-1]
+    for c in reversed(_MILLS_C[:-1]):
+        p = p * u + c
+    return np.where(far, t / p, near)
+
+
+_EULER = 0.5772156649015329
+
+
+def _rgamma_d(x: Any, y: Any) -> Any:
+    """d/dx 1/gamma(x) = -psi(x) y, which is 0 * inf at the poles of gamma (x = 0, -1, -2, ...),
+    where the entire function 1/gamma has slope (-1)^n n!, and inf * 0 for subnormal x (psi
+    overflows): there 1/gamma(x) = x + euler x^2 + O(x^3)."""
+    if np.iscomplexobj(x):
+        return -y * special.digamma(x)
+    tiny = np.less(np.abs(x), 1e-300)
+    pole = np.logical_and(np.equal(y, 0), np.less(x, -0.5))
+    xr = np.where(np.logical_or(pole, tiny), 0.5, x)
+    xp = np.where(pole, x, 0.0)
+    return np.where(tiny, 1.0 + (2.0 * _EULER) * x,
+                    np.where(pole, (1.0 - 2.0 * np.remainder(xp, 2.0)) * special.gamma(1.0 - xp),
+                             -y * special.digamma(xr)))
+
+
+#: |x| beyond which the ive partials take the large-argument expansion (and 1.25 v^2 for order v)
+_IVE_FAR = 50.0
+_IVE_TERMS = 16
+
+
+def _ive_far(v: Any, t: Any) -> Any:
+    """d/dt exp(-t) I_v(t) for t > max(50, 1.25 v^2): the large-argument expansion of I_v,
+    differentiated: (2 pi t)^-1/2 sum_k (-1)^(k+1) (k + 1/2) a_k(v) t^-(k+1), a_0 = 1,
+    a_k = a_(k-1) (4 v^2 - (2k - 1)^2) / (8k) (16 terms: a few ulp there)."""
+    w = 1.0 / t
+    if isinstance(v, (int, float)):  # (a constant order: Horner in 1/t)
+        a, coef = 1.0, [-0.5]
+        for k in range(1, _IVE_TERMS):
+            a *= (4.0 * v * v - (2 * k - 1) ** 2) / (8 * k)
+            coef.append((-1) ** (k + 1) * (k + 0.5) * a)
+        p = coef[-1]
+        for c in reversed(coef[:-1]):
+            p = p * w + c
+        total = p * w
+    else:
+        mu = 4.0 * v * v
+        a, wk = 1.0, w
+        total = -0.5 * w
+        for k in range(1, _IVE_TERMS):
+            a = a * ((mu - (2 * k - 1) ** 2) / (8 * k))
+            wk = wk * w
+            total = total + ((-1) ** (k + 1) * (k + 0.5)) * a * wk
+    return total / np.sqrt((2.0 * np.pi) * t)
+
+
+def _i0e_d(x: Any, y: Any) -> Any:
+    """i0e' = i1e - sign(x) i0e: the two cancel for large |x| (the result is ~ -sign(x) y/(2|x|):
+    |x| ulp lost), so |x| > 50 takes the large-argument expansion."""
+    if np.iscomplexobj(x):
+        return special.i1e(x) - np.sign(x) * y
+    t = np.abs(x)
+    far = np.greater(t, _IVE_FAR)
+    return np.where(far, np.sign(x) * _ive_far(0.0, np.where(far, t, _IVE_FAR)),
+                    special.i1e(x) - np.sign(x) * y)
+
+
+def _i1e_d(x: Any, y: Any) -> Any:
+    """i1e' = (i0e + ive(2, x))/2 - sign(x) i1e, which cancels like i0e's (and SciPy's ive is NaN
+    beyond |x| ~ 1e9): |x| > 50 takes the large-argument expansion (an even function)."""
+    if np.iscomplexobj(x):
+        return 0.5 * (special.i0e(x) + special.ive(2, x)) - np.sign(x) * y
+    t = np.abs(x)
+    far = np.greater(t, _IVE_FAR)
+    xn = np.where(far, 1.0, x)
+    return np.where(far, _ive_far(1.0, np.where(far, t, _IVE_FAR)),
+                    0.5 * (special.i0e(xn) + special.ive(2, xn)) - np.sign(xn) * y)
+
+
+def _ive_d(v: Any, x: Any, y: Any) -> Any:
+    """d/dx ive(v, x) = (ive(v - 1, x) + ive(v + 1, x))/2 - sign(x) ive(v, x), which cancels for
+    large |x|: beyond max(50, 1.25 v^2) the large-argument expansion, times (-1)^(v+1) for x < 0
+    (integer v; NaN, like ive itself, for another v)."""
+    if np.iscomplexobj(x):
+        return 0.5 * (special.ive(v - 1, x) + special.ive(v + 1, x)) - np.sign(x) * y
+    t = np.abs(x)
+    far = np.greater(t, np.maximum(_IVE_FAR, 1.25 * v * v))
+    xn = np.where(far, 1.0, x)
+    tf = np.where(far, t, 1e6)
+    sgn = np.where(np.less(x, 0), -np.cos(np.pi * v), 1.0)
+    near = 0.5 * (special.ive(v - 1, xn) + special.ive(v + 1, xn)) - np.sign(xn) * y
+    return np.where(far, sgn * _ive_far(v, tf) + 0.0 * y, near)
+
+
+def _expit_d(x: Any) -> Any:
+    """expit' = 1/(2 + 2 cosh(x)), to a few ulp: the textbook y (1 - y) is 0 for x > 37 (y rounds
+    to 1) where the true value is ~e^-x.  x is clipped where cosh would overflow (beyond, the
+    slope stays at ~e^-709 ~ 1e-308, below the normal range, instead of going to 0)."""
+    cap = _EXP_CAP.get(np.result_type(x), 709.0)
+    return 0.5 / (1.0 + np.cosh(_clip(x, -cap, cap)))
+
+
+def _over_safe(x: Any, d: Any, zero: Any) -> Any:
+    """x / d, and 0 where ``zero`` (xlogy(0, y) = 0 for every y: its y-slope is 0 there, y = 0 too)."""
+    return x / np.where(zero, 1.0, d)
+
+
 def _load_special() -> None:
     global special
     import scipy.special as sp
@@ -53,7 +184,7 @@ def _load_special() -> None:
     s = T.scalar
     s(sp.gamma, lambda x, y: y * sp.digamma(x))
     s(sp.gammaln, lambda x: sp.digamma(x), note="log of abs(gamma) for negative x")
-    s(sp.rgamma, lambda x, y: -y * sp.digamma(x))
+    s(sp.rgamma, _rgamma_d)
     s(sp.digamma, lambda x: sp.polygamma(1, x), note="also scipy.special.digamma")
     s(sp.polygamma, None, lambda n, x: sp.polygamma(n + 1, x), note="n gets no cotangent")
     s(sp.multigammaln, lambda a, d: np.sum(sp.digamma(np.expand_dims(a, -1) - 0.5 * np.arange(d)), -1),
@@ -67,24 +198,25 @@ def _load_special() -> None:
     s(sp.erfinv, lambda x, y: (0.5 * np.sqrt(np.pi)) * np.exp(y * y))
     s(sp.erfcinv, lambda x, y: (-0.5 * np.sqrt(np.pi)) * np.exp(y * y))
     s(sp.ndtr, lambda x: np.exp(-0.5 * x * x - _HALF_LOG_2PI))
-    s(sp.log_ndtr, lambda x, y: np.exp(-0.5 * x * x - _HALF_LOG_2PI - y))
+    s(sp.log_ndtr, _log_ndtr_d)
     s(sp.ndtri, lambda p, y: np.exp(0.5 * y * y + _HALF_LOG_2PI))
-    s(sp.expit, lambda x, y: y * (1.0 - y))
+    s(sp.expit, _expit_d)
     s(sp.logit, lambda x: 1.0 / (x * (1.0 - x)))
     s(getattr(sp, "log_expit", None), lambda x: sp.expit(-x))
-    s(sp.xlogy, lambda x, y: np.log(y), lambda x, y: x / y, note="x = 0 gives log(y)")
-    s(sp.xlog1py, lambda x, y: np.log1p(y), lambda x, y: x / (1.0 + y))
+    s(sp.xlogy, lambda x, y: np.log(y), lambda x, y: _over_safe(x, y, np.logical_and(np.equal(x, 0), np.equal(y, 0))),
+      note="x = 0 gives log(y)")
+    s(sp.xlog1py, lambda x, y: np.log1p(y),
+      lambda x, y: _over_safe(x, 1.0 + y, np.logical_and(np.equal(x, 0), np.equal(y, -1))))
     s(sp.i0, lambda x: sp.i1(x))
     s(sp.i1, lambda x: 0.5 * (sp.i0(x) + sp.iv(2, x)))
-    s(sp.i0e, lambda x, y: sp.i1e(x) - np.sign(x) * y)
-    s(sp.i1e, lambda x, y: 0.5 * (sp.i0e(x) + sp.ive(2, x)) - np.sign(x) * y)
+    s(sp.i0e, _i0e_d)
+    s(sp.i1e, _i1e_d)
     s(sp.j0, lambda x: -sp.j1(x))
     s(sp.j1, lambda x: 0.5 * (sp.j0(x) - sp.jv(2, x)))
     s(sp.y0, lambda x: -sp.y1(x))
     s(sp.y1, lambda x: 0.5 * (sp.y0(x) - sp.yv(2, x)))
     s(sp.iv, NotImplemented, lambda v, x: 0.5 * (sp.iv(v - 1, x) + sp.iv(v + 1, x)), note=_ORDER)
-    s(sp.ive, NotImplemented, lambda v, x, y: 0.5 * (sp.ive(v - 1, x) + sp.ive(v + 1, x)) - np.sign(x) * y,
-      note=_ORDER)
+    s(sp.ive, NotImplemented, _ive_d, note=_ORDER)
     s(sp.jv, NotImplemented, lambda v, x: 0.5 * (sp.jv(v - 1, x) - sp.jv(v + 1, x)),
       note=_ORDER + "; also scipy.special.jn")
     s(sp.yv, NotImplemented, lambda v, x: 0.5 * (sp.yv(v - 1, x) - sp.yv(v + 1, x)), note=_ORDER)
@@ -94,6 +226,29 @@ def _load_special() -> None:
     T.rule(sp.softmax, softmax_fwd, softmax_pullback, "axis")
     T.rule(sp.log_softmax, log_softmax_fwd, log_softmax_pullback, "axis")
     T.nograd(sp.gammasgn)
+    # autograd's surface (issue 14): incomplete gamma and beta, t and chi-square cdfs, integer
+    # Bessel orders, more of the error-function family (complex too)
+    s(sp.gammainc, lambda a, x: gammainc_da(1, a, x), lambda a, x: gammainc_dens_da(0, a, x),
+      note="a too: series / continued fraction (gammainc_da)")
+    s(sp.gammaincc, lambda a, x: -gammainc_da(1, a, x), lambda a, x: -gammainc_dens_da(0, a, x),
+      note="a too: series / continued fraction (gammainc_da)")
+    s(gammainc_da, None, lambda n, a, x: gammainc_da(n + 1, a, x), lambda n, a, x: gammainc_dens_da(n, a, x),
+      note="d^n/da^n gammainc, what gammainc's pullback calls: every order")
+    s(sp.betainc, NotImplemented, NotImplemented, lambda a, b, x: _beta_dens(a, b, x),
+      note="x only: a, b GradError")
+    s(getattr(sp, "betaincc", None), NotImplemented, NotImplemented, lambda a, b, x: -_beta_dens(a, b, x),
+      note="x only: a, b GradError")
+    s(sp.stdtr, NotImplemented, lambda df, t: np.exp(_t_logpdf(df, t)), note="t only: df GradError")
+    s(sp.chdtr, lambda v, x: 0.5 * gammainc_da(1, 0.5 * v, 0.5 * x),
+      lambda v, x: 0.5 * gammainc_dens_da(0, 0.5 * v, 0.5 * x), note="v too (gammainc_da)")
+    s(sp.chdtrc, lambda v, x: -0.5 * gammainc_da(1, 0.5 * v, 0.5 * x),
+      lambda v, x: -0.5 * gammainc_dens_da(0, 0.5 * v, 0.5 * x), note="v too (gammainc_da)")
+    s(sp.yn, None, lambda n, x: 0.5 * (sp.yn(n - 1, x) - sp.yn(n + 1, x)), note="integer order n: no cotangent")
+    s(sp.kn, None, lambda n, x: -0.5 * (sp.kn(n - 1, x) + sp.kn(n + 1, x)), note="integer order n: no cotangent")
+    s(sp.erfcx, _erfcx_d, note="complex too")
+    s(sp.erfi, lambda x: (2.0 / np.sqrt(np.pi)) * np.exp(x * x), note="complex too")
+    s(sp.dawsn, _dawsn_d, note="complex too")
+    s(sp.wofz, lambda z, y: 2.0j / np.sqrt(np.pi) - 2.0 * z * y, note="complex")
 
 
 # ---- scipy.special: reductions ---------------------------------------------------------------
@@ -191,12 +346,14 @@ def _poisson_dlogpmf(k: Any, mu: Any, loc: Any) -> tuple[Any, ...]:
 
 
 _DLOGPDF = {"norm": _norm_dlogpdf, "t": _t_dlogpdf, "gamma": _gamma_dlogpdf, "beta": _beta_dlogpdf,
-            "poisson": _poisson_dlogpmf}
+            "poisson": _poisson_dlogpmf, "erlang": _gamma_dlogpdf}
 _PARAMS = {"norm": (("loc", 0.0), ("scale", 1.0)),
            "t": (("df",), ("loc", 0.0), ("scale", 1.0)),
            "gamma": (("a",), ("loc", 0.0), ("scale", 1.0)),
            "beta": (("a",), ("b",), ("loc", 0.0), ("scale", 1.0)),
-           "poisson": (("mu",), ("loc", 0))}
+           "poisson": (("mu",), ("loc", 0)),
+           "chi2": (("df",), ("loc", 0.0), ("scale", 1.0)),
+           "erlang": (("a",), ("loc", 0.0), ("scale", 1.0))}  # (erlang's class is a subclass of gamma's)
 
 
 def _dist_args(self: Any, x: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[str, list[Any]]:
@@ -295,21 +452,27 @@ def poisson_cdf_pullback(s: Any, g: Any) -> tuple[Any, ...]:
 def mvn_logpdf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("mean", "cov", "allow_singular"), mean=None, cov=1.0, allow_singular=False)
     y = self.logpdf(x, *args, **kw)
-    return y, (x, o["mean"], o["cov"], None, 2 + len(args))
+    return y, (x, o["mean"], o["cov"], None, 2 + len(args), bool(o["allow_singular"]))
 
 
 def mvn_pdf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("mean", "cov", "allow_singular"), mean=None, cov=1.0, allow_singular=False)
     y = self.pdf(x, *args, **kw)
-    return y, (x, o["mean"], o["cov"], y, 2 + len(args))
+    return y, (x, o["mean"], o["cov"], y, 2 + len(args), bool(o["allow_singular"]))
+
+
+_MVN_NOTE = "cov read from its lower triangle; allow_singular=True: x and mean (pseudo-inverse), not cov"
 
 
 def mvn_logpdf_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """logpdf = -(d log 2 pi + log det C + r^T C^-1 r) / 2, r = x - mean (rows of x):
     x gets -g C^-1 r, mean +g C^-1 r, C (read from its lower triangle, as SciPy's eigh does)
     the lower-triangle image of (C^-1 r r^T C^-1 - C^-1) g / 2; a 0-d or 1-d cov (a multiple
-    of the identity, a diagonal) gets the trace or the diagonal."""
-    x, mean, cov, p, n = s
+    of the identity, a diagonal) gets the trace or the diagonal.  With ``allow_singular=True``
+    SciPy uses the pseudo-inverse (and pseudo-determinant): x and mean get -/+ g C^+ r; C gets no
+    cotangent (``NotImplemented``: a GradError), since the pseudo-determinant is not differentiable
+    where the rank changes."""
+    x, mean, cov, p, n, singular = s
     x = np.asarray(x, dtype=float)
     d = np.shape(mean)[-1] if mean is not None and np.ndim(mean) else (np.shape(x)[-1] if np.ndim(x) else 1)
     if np.ndim(x) == 0 or (d > 1 and np.ndim(x) == 1 and np.shape(x)[0] != d):
@@ -318,13 +481,16 @@ def mvn_logpdf_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     c = np.tril(c) + np.swapaxes(np.tril(c, -1), -1, -2)
     r = x if mean is None else x - mean
     ge = g if p is None else g * p
-    sol = np.linalg.solve(c, np.swapaxes(np.reshape(r, (-1, d)), 0, 1))   # (d, m): C^-1 r per column
+    rows = np.swapaxes(np.reshape(r, (-1, d)), 0, 1)
+    sol = np.matmul(np.linalg.pinv(c), rows) if singular else np.linalg.solve(c, rows)  # (d, m): C^-1 r
     gv = np.reshape(ge, (-1,))
     gsol = np.reshape(np.swapaxes(sol, 0, 1), np.shape(r)) * np.expand_dims(ge, -1)
     out: list[Any] = [None, -gsol] + [None] * (n - 2)
     if n > 2 and mean is not None:
         out[2] = gsol
-    if n > 3:
+    if n > 3 and singular:
+        out[3] = NotImplemented
+    elif n > 3:
         gs = 0.5 * (np.matmul(sol * gv, np.swapaxes(sol, 0, 1)) - np.sum(gv) * np.linalg.inv(c))
         if np.ndim(cov) == 0:
             out[3] = np.trace(gs)
@@ -389,10 +555,21 @@ def _load_stats() -> None:
            label="scipy.stats.poisson.cdf", params=params)
     mvn = type(st.multivariate_normal)
     params = ("self", "x", ("mean", None), ("cov", 1.0))
-    T.rule(mvn.logpdf, mvn_logpdf_fwd, mvn_logpdf_pullback, "cov read from its lower triangle",
+    T.rule(mvn.logpdf, mvn_logpdf_fwd, mvn_logpdf_pullback, _MVN_NOTE,
            label="scipy.stats.multivariate_normal.logpdf", params=params)
-    T.rule(mvn.pdf, mvn_pdf_fwd, mvn_logpdf_pullback, "cov read from its lower triangle",
+    T.rule(mvn.pdf, mvn_pdf_fwd, mvn_logpdf_pullback, _MVN_NOTE,
            label="scipy.stats.multivariate_normal.pdf", params=params)
+    T.rule(mvn.entropy, mvn_entropy_fwd, mvn_entropy_pullback, "cov read from its lower triangle; non-singular",
+           label="scipy.stats.multivariate_normal.entropy", params=("self", ("mean", None), ("cov", 1.0)))
+    for name in ("t", "chi2", "gamma", "beta"):   # (issue 14: like norm's, one pullback for all)
+        tp = (type(getattr(st, name)),)
+        params = ("self", "x") + _PARAMS[name]
+        note = {"t": "x, loc, scale (df: GradError)", "beta": "x, loc, scale (a, b: GradError)"}.get(
+            name, "parameters get cotangents")
+        for meth, fwd in (("cdf", dist_cdf_fwd), ("sf", dist_sf_fwd), ("logcdf", dist_logcdf_fwd),
+                          ("logsf", dist_logsf_fwd)):
+            T.rule(getattr(rv_continuous, meth), fwd, dist_cdf_pullback, note, types=tp,
+                   label=f"scipy.stats.{name}.{meth}", params=params)
     dr = type(st.dirichlet)
     T.rule(dr.logpdf, dirichlet_logpdf_fwd, dirichlet_logpdf_pullback, "x on the simplex",
            label="scipy.stats.dirichlet.logpdf")
@@ -739,6 +916,387 @@ def _load_signal() -> None:
     T.rule(ss.convolve, convolve_fwd, convolve_pullback, "n-d; modes full, same, valid")
 
 
+# ---- autograd's numerical surface (issue 14) ---------------------------------------------------
+#
+# The incomplete gamma function's derivatives in ``a`` (as JAX has them) by truncated Taylor
+# arithmetic in ``a`` through the series and the continued fraction that compute it (Cephes'
+# igam/igamc, the algorithms XLA differentiates): ``gammainc_da(n, a, x)`` is d^n/da^n P(a, x),
+# a primitive with a rule of its own (d/da is ``gammainc_da(n + 1, ...)``, d/dx the n-th a-derivative
+# of the density), so every order works.  The incomplete beta function's derivatives in a and b
+# are not computed (JAX has none either): differentiating with respect to them raises GradError.
+
+
+def _tmul(u: list[Any], v: list[Any]) -> list[Any]:
+    """The product of two truncated Taylor series (lists of coefficient arrays)."""
+    return [sum(u[i] * v[k - i] for i in range(k + 1)) for k in range(len(u))]
+
+
+def _tdiv(u: list[Any], v: list[Any]) -> list[Any]:
+    w: list[Any] = []
+    for k in range(len(u)):
+        acc = u[k]
+        for i in range(1, k + 1):
+            acc = acc - v[i] * w[k - i]
+        w.append(acc / v[0])
+    return w
+
+
+def _texp(lc: list[Any]) -> list[Any]:
+    """exp of a truncated Taylor series: e_k = sum_j j l_j e_(k-j) / k."""
+    e = [np.exp(lc[0])]
+    for k in range(1, len(lc)):
+        e.append(sum(j * lc[j] * e[k - j] for j in range(1, k + 1)) / k)
+    return e
+
+
+def _log_power_taylor(c0: Any, lx: Any, a: Any, k: int) -> list[Any]:
+    """The Taylor coefficients (through h^k) of c0 + h log x - lgamma(a + h) + lgamma(a):
+    [c0, log x - digamma(a), -polygamma(1, a) / 2!, -polygamma(2, a) / 3!, ...]."""
+    out = [c0, lx - special.digamma(a)]
+    for j in range(2, k + 1):
+        out.append(-special.polygamma(j - 1, a) / math.factorial(j))
+    return out[:k + 1]
+
+
+_IGAM_MAXITER = 4000
+
+
+def _converged(new: list[Any], total: list[Any], tol: float = _EPS) -> Any:
+    """Which elements' last terms move no Taylor coefficient of the sum by more than ``tol``."""
+    out = np.abs(new[0]) <= tol * np.abs(total[0])
+    for ni, ti in zip(new[1:], total[1:]):
+        out &= np.abs(ni) <= tol * np.abs(ti)
+    return out
+
+
+_NEAR = 1e-13  # terms this small (relative): the end is near (see _iterate)
+
+
+def _iterate(state: list[list[Any]], step: Any, result: int, k: int) -> list[Any]:
+    """Run ``step(state, m) -> (state, near, converged)`` for m = 1, 2, ... on the elements not
+    yet done (the others leave the arrays, so each element costs its own number of terms);
+    returns the Taylor coefficients ``state[result]`` of every element.  An element is done when
+    its last term moves no coefficient by an ulp or, as rounding may keep the higher ones moving,
+    a quarter more terms (and 10) after its terms first fell below 1e-13 (near: the terms
+    decrease geometrically by then, so the rest is below an ulp too)."""
+    size = np.shape(state[0][0])[0]
+    out = [np.zeros(size) for _ in range(k + 1)]
+    idx = np.arange(size)
+    first = np.zeros(size)   # the term at which each element came near (0: not yet)
+    for m in range(1, _IGAM_MAXITER + 1):
+        state, near, conv = step(state, m)
+        first = np.where((first == 0) & near, m, first)
+        conv = conv | ((first > 0) & (m >= first * 1.25 + 10))
+        if np.any(conv):
+            for j in range(k + 1):
+                out[j][idx[conv]] = state[result][j][conv]
+            keep = ~conv
+            idx, first = idx[keep], first[keep]
+            state = [[v[keep] for v in jet] for jet in state]
+            if not idx.size:
+                return out
+    for j in range(k + 1):  # (not converged in _IGAM_MAXITER terms: the last partial sums)
+        out[j][idx] = state[result][j]
+    return out
+
+
+def _series_step(state: list[list[Any]], m: int) -> tuple[list[list[Any]], Any, Any]:
+    (a,), (x,), c, s = state
+    d = a + m
+    q = -1.0 / d
+    r = [x / d]
+    for _ in range(len(c) - 1):   # x / (a + h + m) = sum_k x (-1)^k h^k / (a + m)^(k + 1)
+        r.append(r[-1] * q)
+    c = _tmul(c, r)
+    s = [si + ci for si, ci in zip(s, c)]
+    return [[a], [x], c, s], _converged(c, s, _NEAR), _converged(c, s)
+
+
+def _igam_series_jet(a: Any, x: Any, k: int) -> list[Any]:
+    """P(a + h, x) = exp((a + h) log x - x - lgamma(a + h + 1)) sum_n prod_(m <= n) x / (a + h + m),
+    as Taylor coefficients in h (x <= 1 or x <= a: the terms decrease from the first)."""
+    lx = np.log(x)
+    one = [np.ones_like(a)] + [np.zeros_like(a) for _ in range(k)]
+    s = _iterate([[a], [x], one, [v.copy() for v in one]], _series_step, 3, k)
+    e = _texp(_log_power_taylor(a * lx - x - special.gammaln(a + 1.0), lx, a + 1.0, k))
+    return _tmul(e, s)
+
+
+def _cf_step(state: list[list[Any]], c: int) -> tuple[list[list[Any]], Any, Any]:
+    """One step of Cephes' igamc continued fraction, on Taylor coefficients in h."""
+    y, z, pkm2, pkm1, qkm2, qkm1, ans = state
+    y = [y[0] + 1.0] + y[1:]
+    z = [z[0] + 2.0] + z[1:]
+    yc = [yi * c for yi in y]
+    pk = [p - q for p, q in zip(_tmul(pkm1, z), _tmul(pkm2, yc))]
+    qk = [p - q for p, q in zip(_tmul(qkm1, z), _tmul(qkm2, yc))]
+    ok = qk[0] != 0
+    r = _tdiv(pk, [np.where(ok, qk[0], 1.0)] + qk[1:])
+    delta = [ai - ri for ai, ri in zip(ans, r)]
+    near, conv = ok & _converged(delta, r, _NEAR), ok & _converged(delta, r)
+    ans = [np.where(ok, ri, ai) for ai, ri in zip(ans, r)]
+    big = np.abs(pk[0]) > 4.503599627370496e15
+    if np.any(big):   # rescale (the ratios stay)
+        f = np.where(big, 2.220446049250313e-16, 1.0)
+        pkm1, pk, qkm1, qk = ([v * f for v in w] for w in (pkm1, pk, qkm1, qk))
+    return [y, z, pkm1, pk, qkm1, qk, ans], near, conv
+
+
+def _igamc_cf_jet(a: Any, x: Any, k: int) -> list[Any]:
+    """Q(a + h, x) = exp((a + h) log x - x - lgamma(a + h)) F, F Cephes' continued fraction (igamc),
+    as Taylor coefficients in h (x > 1 and x > a)."""
+    lx = np.log(x)
+    zero = [np.zeros_like(a) for _ in range(k)]
+    dh = [np.full_like(a, -1.0)] + zero[1:] if k else []   # y = 1 - (a + h), z = x + y + 1
+    z = [x + 2.0 - a] + dh
+    qkm1 = [zi * x for zi in z]
+    pkm1 = [x + 1.0] + zero
+    state = [[1.0 - a] + dh, z, [np.ones_like(a)] + zero, pkm1, [x.copy()] + zero, qkm1, _tdiv(pkm1, qkm1)]
+    f = _iterate(state, _cf_step, 6, k)
+    e = _texp(_log_power_taylor(a * lx - x - special.gammaln(a), lx, a, k))
+    return _tmul(e, f)
+
+
+def gammainc_da(n: int, a: Any, x: Any) -> Any:
+    """d^n/da^n of the regularized lower incomplete gamma function ``scipy.special.gammainc(a, x)``
+    (n >= 1; that of ``gammaincc`` is its negative).  0 at x = 0 and x = inf, nan where a <= 0
+    or x < 0.  Accurate to a few ulp of the series or continued fraction it differentiates."""
+    _load_special_if_needed()   # (called before irad looked up any rule: scipy.special's rules now)
+    n = int(n)
+    a, x = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(x, dtype=float))
+    if n == 0:
+        return special.gammainc(a, x)[()]
+    out = np.full(a.shape, np.nan)
+    edge = (a > 0) & ((x == 0) | (x == np.inf))
+    out[edge] = 0.0
+    ok = (a > 0) & (x > 0) & np.isfinite(x)
+    cf = ok & (x > 1.0) & (x > a)
+    ser = ok & ~cf
+    scale = float(math.factorial(n))
+    if np.any(ser):
+        out[ser] = _igam_series_jet(a[ser], x[ser], n)[n] * scale
+    if np.any(cf):
+        out[cf] = -_igamc_cf_jet(a[cf], x[cf], n)[n] * scale
+    return out[()]
+
+
+def gammainc_dens_da(n: int, a: Any, x: Any) -> Any:
+    """d^n/da^n of the gamma density x^(a-1) e^-x / Gamma(a) (d/dx of gammainc), written with
+    functions that have rules, so that it differentiates again."""
+    _load_special_if_needed()
+    c0 = special.xlogy(a - 1.0, x) - x - special.gammaln(a)
+    if n == 0:
+        return np.exp(c0)
+    return _texp(_log_power_taylor(c0, np.log(x), a, n))[n] * float(math.factorial(n))
+
+
+def _beta_dens(a: Any, b: Any, x: Any) -> Any:
+    """x^(a-1) (1-x)^(b-1) / B(a, b): d/dx of betainc(a, b, x)."""
+    return np.exp(special.xlogy(a - 1.0, x) + special.xlog1py(b - 1.0, -x) - special.betaln(a, b))
+
+
+#: beyond this |x| the erfcx and dawsn partials take their asymptotic series (20 terms: an ulp;
+#: below it the textbook forms lose up to 2 x^2 ulp, 4e-14 at the switch)
+_ERF_FAR = 10.0
+#: erfcx'(x) = -(1/sqrt(pi)) sum_k c_k x^-(2k+2), c_k = (-1)^k (2k+1)!! / 2^k (x -> +inf)
+_ERFCX_D_C = tuple((-1) ** k * float(math.prod(range(1, 2 * k + 2, 2))) / 2 ** k for k in range(20))
+#: dawsn'(x) = -sum_k c_k x^-2k, c_k = (2k-1)!! / 2^k, k >= 1 (|x| -> inf)
+_DAWSN_D_C = tuple(float(math.prod(range(1, 2 * k, 2))) / 2 ** k for k in range(1, 21))
+
+
+def _horner(coef: tuple[float, ...], u: Any) -> Any:
+    p = coef[-1]
+    for c in reversed(coef[:-1]):
+        p = p * u + c
+    return p
+
+
+def _erfcx_d(x: Any, y: Any) -> Any:
+    """erfcx' = 2 x erfcx(x) - 2/sqrt(pi), which cancels as x grows (erfcx ~ 1/(x sqrt(pi)): x^2 ulp
+    lost, all of them by 1e8): x > 10 takes the asymptotic series."""
+    if np.iscomplexobj(x):
+        return 2.0 * x * y - 2.0 / np.sqrt(np.pi)
+    far = np.greater(x, _ERF_FAR)
+    u = np.square(1.0 / np.where(far, x, _ERF_FAR))
+    return np.where(far, (-1.0 / np.sqrt(np.pi)) * u * _horner(_ERFCX_D_C, u), 2.0 * x * y - 2.0 / np.sqrt(np.pi))
+
+
+def _dawsn_d(x: Any, y: Any) -> Any:
+    """dawsn' = 1 - 2 x dawsn(x), which cancels as |x| grows (dawsn ~ 1/(2x)): |x| > 10 takes the
+    asymptotic series."""
+    if np.iscomplexobj(x):
+        return 1.0 - 2.0 * x * y
+    far = np.greater(np.abs(x), _ERF_FAR)
+    u = np.square(1.0 / np.where(far, x, _ERF_FAR))
+    return np.where(far, -u * _horner(_DAWSN_D_C, u), 1.0 - 2.0 * x * y)
+
+
+def _t_logpdf(df: Any, t: Any) -> Any:
+    """log of Student's t density (d/dt of stdtr(df, t))."""
+    return (special.gammaln(0.5 * (df + 1.0)) - special.gammaln(0.5 * df) - 0.5 * np.log(np.pi * df)
+            - 0.5 * (df + 1.0) * np.log1p(t * t / df))
+
+
+# ---- scipy.stats: cdf, sf, logcdf, logsf of t, chi2, gamma, beta ------------------------------
+#
+# Like norm's: F(z) with z = (x - loc) / scale, so x gets g dF/dz / scale, loc minus that and
+# scale minus that times z.  dF/dz is the standardized density; each distribution's function below
+# gives its log and the derivatives of F in the shape parameters (NotImplemented where irad does
+# not compute them: t's df and beta's a, b go through the incomplete beta function).
+
+
+def _t_cdf_parts(z: Any, df: Any) -> tuple[Any, tuple[Any, ...]]:
+    return _t_logpdf(df, z), (NotImplemented,)
+
+
+def _gamma_cdf_parts(z: Any, a: Any) -> tuple[Any, tuple[Any, ...]]:
+    pos = z > 0
+    zp = np.where(pos, z, 1.0)   # (the other branch of np.where gets no nan: its derivative is 0)
+    logd = np.where(pos, special.xlogy(a - 1.0, zp) - zp - special.gammaln(a), -np.inf)
+    return logd, (np.where(pos, gammainc_da(1, a, zp), 0.0),)
+
+
+def _chi2_cdf_parts(z: Any, df: Any) -> tuple[Any, tuple[Any, ...]]:
+    logd, (da,) = _gamma_cdf_parts(0.5 * z, 0.5 * df)   # chdtr(df, z) = gammainc(df / 2, z / 2)
+    return logd - np.log(2.0), (0.5 * da,)
+
+
+def _beta_cdf_parts(z: Any, a: Any, b: Any) -> tuple[Any, tuple[Any, ...]]:
+    inside = (z > 0) & (z < 1)
+    zi = np.where(inside, z, 0.5)
+    logd = np.where(inside, special.xlogy(a - 1.0, zi) + special.xlog1py(b - 1.0, -zi) - special.betaln(a, b),
+                    -np.inf)
+    return logd, (NotImplemented, NotImplemented)
+
+
+_CDF_PARTS = {"t": _t_cdf_parts, "chi2": _chi2_cdf_parts, "gamma": _gamma_cdf_parts, "beta": _beta_cdf_parts,
+              "erlang": _gamma_cdf_parts}  # (erlang is a subclass of gamma's class)
+
+
+def _cdf_state(self: Any, x: Any, args: tuple[Any, ...], kw: dict[str, Any], y: Any, kind: str) -> Any:
+    name, vals = _dist_args(self, x, args, kw)
+    return (name, vals, y, kind, 2 + len(args))
+
+
+def dist_cdf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.cdf(x, *args, **kw)
+    return y, _cdf_state(self, x, args, kw, y, "cdf")
+
+
+def dist_sf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.sf(x, *args, **kw)
+    return y, _cdf_state(self, x, args, kw, y, "sf")
+
+
+def dist_logcdf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.logcdf(x, *args, **kw)
+    return y, _cdf_state(self, x, args, kw, y, "logcdf")
+
+
+def dist_logsf_fwd(self: Any, x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    y = self.logsf(x, *args, **kw)
+    return y, _cdf_state(self, x, args, kw, y, "logsf")
+
+
+def dist_cdf_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """F(z), z = (x - loc) / scale: x gets g f(z) / scale (f: the standardized density), loc
+    minus that, scale minus that times z, a shape parameter g dF/dshape; sf = 1 - F negates them,
+    logcdf and logsf divide them by exp(y).  t's df and beta's a, b: NotImplemented (GradError)."""
+    name, vals, y, kind, n = s
+    x, shapes, loc, scale = vals[0], vals[1:-2], vals[-2], vals[-1]
+    z = (x - loc) / scale
+    logd, dshape = _CDF_PARTS[name](z, *shapes)
+    w = -g if kind in ("sf", "logsf") else g
+    if kind in ("logcdf", "logsf"):
+        dz = w * np.exp(logd - y)
+        w = w * np.exp(-y)
+    else:
+        dz = w * np.exp(logd)
+    dx = dz / scale
+    out = (None, dx) + tuple(d if d is NotImplemented else w * d for d in dshape) + (-dx, -dx * z)
+    return out[:n]
+
+
+def mvn_entropy_fwd(self: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("mean", "cov"), mean=None, cov=1.0)
+    y = self.entropy(*args, **kw)
+    mean, cov = o["mean"], o["cov"]
+    dim = (1 if np.ndim(cov) < 2 else np.shape(cov)[0]) if mean is None else int(np.size(mean))
+    return y, (cov, dim, 1 + len(args))
+
+
+def mvn_entropy_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """entropy = (d log(2 pi e) + log det C) / 2 (C non-singular): C (read from its lower triangle,
+    as SciPy's eigh does) gets the lower-triangle image of g C^-1 / 2; a multiple of the identity
+    (0-d cov) g d / (2 c), a diagonal (1-d cov) g / (2 c); the mean none (the entropy does not
+    depend on it)."""
+    cov, dim, n = s
+    out: list[Any] = [None] * n
+    if n > 2:
+        if dim == 1 or np.ndim(cov) < 2:
+            scale = float(dim) if np.ndim(cov) == 0 else 1.0
+            out[2] = np.reshape(0.5 * g * scale / cov, np.shape(cov))
+        else:
+            c = np.tril(cov) + np.swapaxes(np.tril(cov, -1), -1, -2)
+            gs = (0.5 * g) * np.linalg.inv(c)
+            out[2] = 2.0 * np.tril(gs) - np.eye(dim) * gs
+    return tuple(out)
+
+
+# ---- scipy.linalg.solve_banded -----------------------------------------------------------------
+
+
+def _band_index(nl: int, nu: int, m: int) -> tuple[Any, Any, Any]:
+    """For ab[r, j] = A[i, j], i = r - u + j: the rows i (clipped), the columns j, and which
+    (r, j) lie inside the matrix."""
+    r = np.arange(nl + nu + 1)[:, None]
+    j = np.arange(m)[None, :]
+    i = r - nu + j
+    inside = (i >= 0) & (i < m)
+    return np.clip(i, 0, m - 1), np.broadcast_to(j, i.shape), inside
+
+
+def _band_transpose(ab: Any, nl: int, nu: int) -> Any:
+    """The band storage of A^T ((u, l) diagonals): abT[k, j] = ab[l + u - k, j + k - l]."""
+    m = np.shape(ab)[-1]
+    k = np.arange(nl + nu + 1)[:, None]
+    col = np.arange(m)[None, :] + k - nl
+    inside = (col >= 0) & (col < m)
+    rows = np.broadcast_to(nl + nu - k, col.shape)
+    picked = ab[..., rows, np.clip(col, 0, m - 1)]
+    return np.where(inside, picked, np.zeros((), dtype=np.result_type(ab)))
+
+
+def solve_banded_fwd(l_and_u: Any, ab: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    o = options(args, kw, ("overwrite_ab", "overwrite_b", "check_finite"), check_finite=True)
+    nl, nu = (int(v) for v in l_and_u)
+    # (never in place: the pullback reads ab, and x must not alias b)
+    x = linalg.solve_banded((nl, nu), ab, b, check_finite=o["check_finite"])
+    return x, (ab, x, nl, nu, np.ndim(b) == 1, 3 + len(args))
+
+
+def solve_banded_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """x = A^-1 b, A in band storage: b gets A^-T g (solve_banded with the transposed band),
+    ab[r, j] gets -(gb x^T)[r - u + j, j] on the band and 0 in its unused corners."""
+    ab, x, nl, nu, vec, n = s
+    m = np.shape(ab)[-1]
+    gm = g[..., None] if vec else g
+    xm = x[..., None] if vec else x
+    gbm = linalg.solve_banded((nu, nl), _band_transpose(ab, nl, nu), gm)
+    rows, cols, inside = _band_index(nl, nu, m)
+    gab = -np.sum(gbm[..., rows, :] * xm[..., cols, :], axis=-1)
+    gab = np.where(inside, gab, np.zeros((), dtype=np.result_type(gab)))
+    return (None, gab, gbm[..., 0] if vec else gbm) + nones(n - 3)
+
+
+def _load_linalg_banded() -> None:
+    global linalg
+    import scipy.linalg as sla
+    linalg = sla  # (set by _load_linalg too, which runs first)
+    T.rule(sla.solve_banded, solve_banded_fwd, solve_banded_pullback,
+           "ab and b (batched); (l, u) static; never in place")
+
+
 def load_all() -> None:
     """Register every SciPy rule now (imports SciPy): for the docs and the coverage tests."""
     from .registry import load_pending
@@ -757,3 +1315,4 @@ if _have_scipy():
     when_imported("scipy.stats", _load_stats)
     when_imported("scipy.linalg", _load_linalg)
     when_imported("scipy.signal", _load_signal)
+    when_imported("scipy.linalg", _load_linalg_banded)  # (after _load_linalg: it sets ``linalg``)
