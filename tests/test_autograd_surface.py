@@ -23,15 +23,13 @@ import pytest
 
 import irad
 from irad.errors import GradError
+from irad.rules import scipy_rules
 from irad.testing import check_grads, check_rule, numerical_vjp
 
-scipy = pytest.importorskip("scipy", reason="the scipy part of autograd's surface needs SciPy")
-import scipy.linalg as sla  # noqa: E402
-import scipy.special as sp  # noqa: E402
-import scipy.stats as st  # noqa: E402
-from scipy.stats._distn_infrastructure import rv_continuous  # noqa: E402
-
-from irad.rules import scipy_rules  # noqa: E402
+_WHY = "the scipy part of autograd's surface needs SciPy"
+sla = pytest.importorskip("scipy.linalg", reason=_WHY)
+sp = pytest.importorskip("scipy.special", reason=_WHY)
+st = pytest.importorskip("scipy.stats", reason=_WHY)
 
 rng = np.random.default_rng(20250303)
 
@@ -227,7 +225,7 @@ METHODS = ["cdf", "sf", "logcdf", "logsf"]
 @pytest.mark.parametrize("meth", METHODS)
 @pytest.mark.parametrize("name,make,diff", DISTS, ids=[d[0] for d in DISTS])
 def test_stats_cdf_rules(name, make, diff, meth):
-    dist, fn = getattr(st, name), getattr(rv_continuous, meth)
+    dist, fn = getattr(st, name), getattr(st.rv_continuous, meth)
     args = make()
     nshape = len(args) - 1
     rule_orders(fn, dist, *args, wrt=(1,) + diff[1:])                       # standard form
