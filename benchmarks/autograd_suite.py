@@ -220,6 +220,12 @@ def vector_jacobian_product(fun: Callable[..., Any], argnum: Argnum = 0) -> Call
     return vector_dot_grad
 
 
+if hasattr(irad, "elementwise_grad"):  # irad since issue 15's first part
+    def elementwise_grad(fun: Callable[..., Any], argnum: int = 0) -> Callable[..., Any]:
+        """autograd's ``elementwise_grad(f, argnum)``: irad's, the vjp with a cotangent of ones."""
+        return _noting(irad.elementwise_grad(fun, argnum))
+
+
 if "has_aux" in inspect.signature(irad.grad).parameters:  # irad since d98f0a2
     def grad_and_aux(fun: Callable[..., Any], argnum: Argnum = 0) -> Callable[..., Any]:
         """autograd's ``grad_and_aux(f)(*args) -> (grad, aux)``: irad's grad(has_aux=True), same layout."""

@@ -7,13 +7,13 @@ from .errors import GuardError, IradError, NoRuleError, TraceError, UnsupportedE
 from .ir import Const, Graph, Op, Var, verify
 from .rules import defrule, has_rule, non_differentiable, opt_out, rrule, scalar_rule
 from .trace import trace
-from .api import Program, compile, grad, value_and_grad, vjp
+from .api import Program, compile, elementwise_grad, grad, stop_gradient, value_and_grad, vjp
 from . import passes, testing  # passes/ is installed as irad.passes
 
 __all__ = ["Const", "Graph", "GuardError", "IradError", "NoRuleError", "Op", "Program", "TraceError",
-           "UnsupportedError", "Var", "VerifyError", "compile", "defrule", "errors", "grad", "has_rule",
-           "non_differentiable", "opt_out", "passes", "rrule", "rules", "scalar_rule", "testing", "trace",
-           "value_and_grad", "verify", "vjp"]
+           "UnsupportedError", "Var", "VerifyError", "compile", "defrule", "elementwise_grad", "errors", "grad",
+           "has_rule", "non_differentiable", "opt_out", "passes", "rrule", "rules", "scalar_rule",
+           "stop_gradient", "testing", "trace", "value_and_grad", "verify", "vjp"]
 
 
 def __getattr__(name: str) -> object:

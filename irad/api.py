@@ -563,6 +563,33 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, *,
     return GradFunction(f, argnums, True, passes, holomorphic, has_aux)
 
 
+def stop_gradient(x: Any) -> Any:
+    """``x`` (any pytree) with its value kept and its dependence cut: inside a differentiated
+    function the result is a constant for the transform, as JAX's ``stop_gradient``."""
+    from . import ops
+    leaves, tree = flatten(x)
+    return unflatten(tree, [ops.stop_gradient(v) for v in leaves])
+
+
+def _ones_like(v: Any) -> Any:
+    """A cotangent of ones of ``v``'s type: a Python float, a numpy scalar or an array."""
+    if type(v) in (float, complex):
+        return type(v)(1)
+    return np.ones_like(v) if np.ndim(v) else np.ones_like(v)[()]
+
+
+def elementwise_grad(f: Callable[..., Any], argnum: int = 0) -> Callable[..., Any]:
+    """HIPS autograd's ``elementwise_grad``: the vector-Jacobian product of ``f`` with a cotangent
+    of ones, i.e. the derivative of an elementwise ``f`` element by element (for other ``f``, the
+    gradient of ``sum(f)``).  One ``vjp`` program per argument signature, cached like ``vjp``'s."""
+    def egrad(*args: Any, **kwargs: Any) -> Any:
+        y, pb = vjp(f, *args, **kwargs)
+        leaves, tree = flatten(y)
+        return pb(unflatten(tree, [_ones_like(v) for v in leaves]))[argnum]
+    egrad.__name__ = f"elementwise_grad({getattr(f, '__name__', 'f')})"
+    return egrad
+
+
 @dataclass
 class VJPProgram:
     """A forward program (outputs + residuals) and a backward program (residuals + ybar -> cotangents)."""

@@ -128,6 +128,16 @@ def draw_order(rng: Any, n: int, sequence: bool = False) -> np.ndarray:
     return np.asarray(order, dtype=np.intp)
 
 
+def stop_gradient(x: Any) -> Any:
+    """``x``'s value as a new value that carries no gradient (``irad.stop_gradient`` maps it over a
+    pytree's leaves).  A new object, never ``x`` itself: the tracer follows values by identity."""
+    if isinstance(x, np.ndarray):
+        return np.array(x, copy=True)
+    if isinstance(x, (float, complex, np.inexact)):
+        return x * 1.0  # (keeps -0.0 and NaN, unlike x + 0.0)
+    return x
+
+
 def sum_to(g: Any, shape: tuple[int, ...]) -> Any:
     """Make a cotangent ``g`` have ``shape``: sum over the axes broadcasting added or stretched
     (the adjoint of ``np.broadcast_to``), and broadcast up a cotangent a rule kept smaller."""

@@ -189,7 +189,7 @@ T.rule(ops.fill_diagonal, fill_diagonal_fwd, fill_diagonal_pullback)
 T.rule(ops.sum_to, sum_to_fwd, sum_to_pullback)
 T.rule(ops.sort_inplace, sort_inplace_fwd, sort_pullback, "ties split evenly")
 T.rule(getattr(ops, "to_dtype", None), to_dtype_fwd, to_dtype_pullback)
-T.nograd(ops.guard, ops.guard_shape, ops.zeros_like)
+T.nograd(ops.guard, ops.guard_shape, ops.zeros_like, ops.stop_gradient)
 
 # ---- reshaping -------------------------------------------------------------------------------
 
