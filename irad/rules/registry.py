@@ -43,6 +43,10 @@ class Rule:
     types: tuple[type, ...] = ()  # leading positional argument types it was registered for
     closure_fn: Any = field(default=None, compare=False)  # the user's closure-form rule, if any
     params: tuple[Any, ...] = ()  # positional parameters (name or (name, default)), where the signature hides them
+    #: optional forward form ``jvp(tangents, *args, **kwargs) -> (y, ydot)``: ``tangents`` has one
+    #: entry per positional argument (None: a zero tangent), ``ydot`` has ``y``'s structure.  Forward
+    #: mode (``irad.forward``) uses it when present and derives one from ``bwd`` otherwise.
+    jvp: Callable[..., tuple[Any, Any]] | None = field(default=None, compare=False)
 
 
 _RULES: dict[Any, list[Rule]] = {}
@@ -199,16 +203,18 @@ def implementation(fn: Any, types: tuple[type, ...] = ()) -> Any:
 
 
 def defrule(fn: Any, fwd: Fwd, bwd: Bwd, *, types: tuple[type, ...] = (), kind: str = "explicit",
-            closure_fn: Any = None, params: tuple[Any, ...] = ()) -> Rule:
+            closure_fn: Any = None, params: tuple[Any, ...] = (),
+            jvp: Callable[..., tuple[Any, Any]] | None = None) -> Rule:
     """Register the explicit rule ``(fwd, bwd)`` for the implementation ``fn`` (with ``types``:
     the implementation calls with those leading argument types dispatch to).  ``params`` names
     the positional parameters (``self`` first for a method) when ``fn``'s signature hides them
     behind ``*args``: a differentiated keyword argument with one of these names is moved into
     the positional arguments, so that it gets a cotangent.  An entry ``(name, default)`` lets a
-    later keyword move too, the default filling the gap (``norm.logpdf(x, scale=s)``)."""
+    later keyword move too, the default filling the gap (``norm.logpdf(x, scale=s)``).  ``jvp``:
+    the rule's optional forward form (``Rule.jvp``)."""
     impl = implementation(fn, tuple(types))
     rule = Rule(impl_key(impl), qualname(impl if impl is not fn and not isinstance(fn, types_mod.MethodType)
-                                          else fn), fwd, bwd, kind, tuple(types), closure_fn, tuple(params))
+                                          else fn), fwd, bwd, kind, tuple(types), closure_fn, tuple(params), jvp)
     with _LOCK:  # a new list, published whole: a concurrent lookup sees the old rules or the new
         _RULES[rule.impl] = [r for r in _RULES.get(rule.impl, ()) if r.types != rule.types] + [rule]
         _bump()
