@@ -8,11 +8,12 @@ from .ir import Const, Graph, Op, Var, verify
 from .rules import defrule, has_rule, non_differentiable, opt_out, rrule, scalar_rule
 from .trace import trace
 from .api import Program, compile, elementwise_grad, grad, stop_gradient, value_and_grad, vjp
+from .forward import jvp, linearize
 from . import passes, testing  # passes/ is installed as irad.passes
 
 __all__ = ["Const", "Graph", "GuardError", "IradError", "NoRuleError", "Op", "Program", "TraceError",
            "UnsupportedError", "Var", "VerifyError", "compile", "defrule", "elementwise_grad", "errors", "grad",
-           "has_rule", "non_differentiable", "opt_out", "passes", "rrule", "rules", "scalar_rule",
+           "has_rule", "jvp", "linearize", "non_differentiable", "opt_out", "passes", "rrule", "rules", "scalar_rule",
            "stop_gradient", "testing", "trace", "value_and_grad", "verify", "vjp"]
 
 

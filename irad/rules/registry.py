@@ -262,11 +262,26 @@ def scalar_rule(fn: Any, *partials: Callable[..., Any]) -> Rule:
                 out.append(ybar * d)  # JAX's convention: no conjugate (docs/rules.md)
         return tuple(out)
 
-    for f, suffix in ((fwd, "fwd"), (bwd, "pullback")):
+    def jvp(tangents: tuple[Any, ...], *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        y = fn(*args, **kwargs)
+        ydot = None
+        for k, (p, wy) in enumerate(zip(partials, uses_y)):
+            t = tangents[k] if k < len(tangents) else None
+            if t is None or p is None:
+                continue
+            if p is NotImplemented:
+                from ..errors import GradError
+                raise GradError(f"{base}: its derivative with respect to positional argument {k} is not implemented; "
+                                "do not differentiate with respect to it, or register a rule that computes it")
+            term = t * (p(*args, y) if wy else p(*args))
+            ydot = term if ydot is None else ydot + term
+        return y, ydot
+
+    for f, suffix in ((fwd, "fwd"), (bwd, "pullback"), (jvp, "jvp")):
         f.__name__ = f.__qualname__ = f"{base}_{suffix}"
         f.__module__ = mod.__name__
         setattr(mod, f.__name__, f)
-    return defrule(fn, fwd, bwd, kind="scalar")
+    return defrule(fn, fwd, bwd, kind="scalar", jvp=jvp)
 
 
 def non_differentiable(*fns: Any) -> Any:
