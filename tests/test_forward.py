@@ -114,3 +114,151 @@ def _tree_tangent(p, rng):
     from irad.pytree import unflatten
     leaves, tree = flatten(p)
     return unflatten(tree, [_tangent(x, rng) for x in leaves])
+
+
+# ---- models, pytrees, nesting, caching ---------------------------------------------------------
+
+jax = pytest.importorskip("jax", reason="jax is the peer forward mode is compared with")
+jnp = jax.numpy
+jax.config.update("jax_enable_x64", True)
+
+
+def mlp(params, x):
+    h = np.tanh(x @ params["W1"] + params["b1"])
+    return np.sum((h @ params["W2"]) ** 2) / x.shape[0]
+
+
+def mlp_jax(params, x):
+    h = jnp.tanh(x @ params["W1"] + params["b1"])
+    return jnp.sum((h @ params["W2"]) ** 2) / x.shape[0]
+
+
+def _params(rng):
+    return {"W1": rng.standard_normal((3, 4)), "b1": rng.standard_normal(4), "W2": rng.standard_normal((4, 2))}
+
+
+def test_jvp_of_a_model_matches_jax_and_finite_differences():
+    rng = np.random.default_rng(1)
+    p, x = _params(rng), rng.standard_normal((5, 3))
+    tp, tx = _params(rng), rng.standard_normal((5, 3))
+    y, ydot = _check_jvp(mlp, (p, x), (tp, tx))
+    jy, jydot = jax.jvp(mlp_jax, (p, x), (tp, tx))
+    np.testing.assert_allclose(ydot, jydot, rtol=1e-10)
+    np.testing.assert_allclose(y, jy, rtol=1e-12)
+
+
+def test_jvp_pytree_outputs_and_python_floats():
+    def f(x, s):
+        return {"a": np.sin(x) * s, "b": (s * s, np.cumsum(x))}
+    x, s = np.linspace(0.1, 1.0, 4), 0.7
+    y, ydot = _check_jvp(f, (x, s), (np.ones(4), 0.5))
+    assert type(ydot["b"][0]) is float
+    assert set(ydot) == {"a", "b"}
+
+
+def test_jvp_against_vjp_by_the_pairing():
+    """<ybar, J xdot> == <J^T ybar, xdot>: forward and reverse mode agree exactly, not only to FD."""
+    rng = np.random.default_rng(2)
+
+    def f(A, b):
+        return np.linalg.solve(A @ A.T + 3 * np.eye(4), np.exp(b)) * np.linalg.norm(A, axis=0)
+    A, b = rng.standard_normal((4, 4)), rng.standard_normal(4)
+    tA, tb, ybar = rng.standard_normal((4, 4)), rng.standard_normal(4), rng.standard_normal(4)
+    for _ in range(2):
+        _, ydot = irad.jvp(f, (A, b), (tA, tb))
+        _, pb = irad.vjp(f, A, b)
+    gA, gb = pb(ybar)
+    np.testing.assert_allclose(np.sum(ybar * ydot), np.sum(gA * tA) + np.sum(gb * tb), rtol=1e-10)
+
+
+def test_integer_primals_take_no_tangent():
+    def f(x, n):
+        return np.sum(x ** n)
+    x = np.array([0.5, 1.5])
+    for _ in range(2):
+        y, ydot = irad.jvp(f, (x, 3), (np.array([1.0, 0.0]), 0))
+    np.testing.assert_allclose(ydot, 3 * 0.5 ** 2)
+
+
+def test_jvp_program_is_cached_and_guards_retrace(monkeypatch):
+    import irad.forward as fw
+    calls = []
+    compile_jvp = fw._compile_jvp
+    monkeypatch.setattr(fw, "_compile_jvp", lambda f, p: calls.append(1) or compile_jvp(f, p))
+
+    def f(x):
+        if x.sum() > 0:
+            return np.sum(np.exp(x))
+        return np.sum(x ** 3)
+    x = np.array([0.2, 0.3])
+    for _ in range(3):
+        y, ydot = irad.jvp(f, (x,), (np.ones(2),))
+    assert len(calls) == 1  # traced once, then the compiled program
+    np.testing.assert_allclose(ydot, np.sum(np.exp(x)))
+    for _ in range(2):
+        y, ydot = irad.jvp(f, (-x,), (np.ones(2),))
+    np.testing.assert_allclose(ydot, np.sum(3 * x ** 2))  # the other branch: a new trace, never the old program
+    y, ydot = irad.jvp(f, (x,), (np.ones(2),))
+    np.testing.assert_allclose(ydot, np.sum(np.exp(x)))
+    assert len(calls) == 2  # one program per branch, both kept
+
+
+def test_linearize_reuses_the_primal():
+    rng = np.random.default_rng(3)
+    p, x = _params(rng), rng.standard_normal((5, 3))
+    y, f_jvp = irad.linearize(mlp, p, x)
+    assert "tanh" not in f_jvp.source  # the primal ran once; the linear program only reads residuals
+    for _ in range(3):
+        tp, tx = _params(rng), rng.standard_normal((5, 3))
+        np.testing.assert_allclose(f_jvp(tp, tx), jax.jvp(mlp_jax, (p, x), (tp, tx))[1], rtol=1e-10)
+    np.testing.assert_allclose(y, mlp(p, x))
+
+
+def test_hvp_forward_over_reverse_matches_jax():
+    rng = np.random.default_rng(4)
+    p, x = _params(rng), rng.standard_normal((5, 3))
+    v = _params(rng)
+    g = irad.grad(mlp)
+    for _ in range(2):
+        _, hv = irad.jvp(lambda q: g(q, x), (p,), (v,))
+    want = jax.jvp(lambda q: jax.grad(mlp_jax)(q, x), (p,), (v,))[1]
+    for k in p:
+        np.testing.assert_allclose(hv[k], want[k], rtol=1e-9, atol=1e-12)
+
+
+def test_reverse_over_forward_and_forward_over_forward():
+    def f(x):
+        return np.sum(np.sin(x) * np.exp(0.3 * x))
+    x, v = np.linspace(-1, 1, 5), np.linspace(0.5, 1.5, 5)
+
+    def directional(x):
+        return irad.jvp(f, (x,), (v,))[1]
+    g = irad.grad(directional)
+    for _ in range(2):
+        got = g(x)
+    want = jax.grad(lambda x: jax.jvp(lambda y: jnp.sum(jnp.sin(y) * jnp.exp(0.3 * y)), (x,), (v,))[1])(x)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    for _ in range(2):
+        _, second = irad.jvp(directional, (x,), (v,))
+    want2 = jax.jvp(lambda x: jax.jvp(lambda y: jnp.sum(jnp.sin(y) * jnp.exp(0.3 * y)), (x,), (v,))[1], (x,), (v,))[1]
+    np.testing.assert_allclose(second, want2, rtol=1e-10)
+
+
+def test_tangent_errors_name_the_function():
+    def f(x):
+        return np.sum(x * x)
+    with pytest.raises(GradError, match="tangents must be a tuple"):
+        irad.jvp(f, (np.ones(2),), np.ones(2))
+    with pytest.raises(GradError, match=r"shape \(3,\).*\(2,\)"):
+        irad.jvp(f, (np.ones(2),), (np.ones(3),))
+    with pytest.raises(GradError, match="test_forward.py"):
+        irad.jvp(f, (np.ones(2),), (np.ones(2), 1.0))
+
+
+def test_complex_jvp_matches_jax():
+    z = np.array([0.3 + 0.4j, -1.0 + 0.2j])
+    t = np.array([1.0 - 0.5j, 0.25 + 1j])
+    for f, fj in [(lambda z: np.sum(np.abs(z) ** 2), lambda z: jnp.sum(jnp.abs(z) ** 2)),
+                  (lambda z: np.exp(z) * np.conj(z), lambda z: jnp.exp(z) * jnp.conj(z))]:
+        _, got = _check_jvp(f, (z,), (t,))
+        np.testing.assert_allclose(got, jax.jvp(fj, (z,), (t,))[1], rtol=1e-12)
