@@ -537,6 +537,18 @@ class JVPProgram:
     lin: Callable[..., Any]
     lin_source: str
     n_res: int
+    #: ``has_aux``: the structure of aux, whose leaves follow y's among the ``n_out`` outputs (no tangents)
+    aux_tree: Any = None
+
+    def outputs(self, flat: Sequence[Any]) -> tuple[Any, Any, Any]:
+        """``(y, ydot, aux)`` from the program's flat outputs (``aux`` None without has_aux)."""
+        from .pytree import unflatten
+        n = self.n_out
+        if self.aux_tree is None:
+            return unflatten(self.out_tree, flat[:n]), unflatten(self.out_tree, flat[n:]), None
+        n_y = self.out_tree.num_leaves
+        return (unflatten(self.out_tree, flat[:n_y]), unflatten(self.out_tree, flat[n:]),
+                unflatten(self.aux_tree, flat[n_y:n]))
 
 
 #: jvp's programs, per function (weakly: released with it)
@@ -560,13 +572,15 @@ def _programs(f: Any) -> Any:
     return per_f
 
 
-def _select(f: Callable[..., Any], primals: tuple[Any, ...], run: Callable[[JVPProgram, list[Any]], Any]) \
-        -> tuple[JVPProgram, Any]:
+def _select(f: Callable[..., Any], primals: tuple[Any, ...], run: Callable[[JVPProgram, list[Any]], Any],
+            has_aux: bool = False) -> tuple[JVPProgram, Any]:
     """The cached program for this call whose assumptions hold and whose guards pass when ``run``
     runs it, or a new trace; returns the program and what ``run`` returned."""
     from .errors import GuardError
     from .signature import call_key
     key, leaves = call_key(primals, {})
+    if has_aux:
+        key = ("has_aux", key)
     per_f = _programs(f)
     cache_key = _owner(f, key)[1]
     failed = None
@@ -578,19 +592,19 @@ def _select(f: Callable[..., Any], primals: tuple[Any, ...], run: Callable[[JVPP
             return prog, run(prog, leaves)
         except GuardError:
             failed = "a guard"
-    prog = _compile_jvp(f, primals)
+    prog = _compile_jvp(f, primals, has_aux)
     key = call_key(primals, {})[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
-    per_f.add(_owner(f, key)[1], prog, failed)
+    per_f.add(_owner(f, ("has_aux", key) if has_aux else key)[1], prog, failed)
     return prog, run(prog, leaves)
 
 
-def jvp_program(f: Callable[..., Any], primals: tuple[Any, ...]) -> JVPProgram:
+def jvp_program(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool = False) -> JVPProgram:
     """The compiled JVP program of ``f`` for these primals (traced on a miss), chosen with its
     guards checked by a run of its primal half."""
-    return _select(f, primals, lambda p, leaves: p.lin_fwd(*[leaves[i] for i in p.dyn_pos]))[0]
+    return _select(f, primals, lambda p, leaves: p.lin_fwd(*[leaves[i] for i in p.dyn_pos]), has_aux)[0]
 
 
-def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...]) -> JVPProgram:
+def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool = False) -> JVPProgram:
     from . import passes as irad_passes
     from .ad import Joint
     from .api import _check_numbers, split
@@ -614,14 +628,21 @@ def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...]) -> JVPProgram:
         if g.inputs[k].type.is_float:
             wrt.append(k)
             tan_pos.append(i)
+    out_tree, aux_tree = g.out_tree or flatten(None)[1], None
     jg = forward(g, tracer.values, wrt)
+    if has_aux:
+        from .api import _aux_split
+        n_y = _aux_split(g, f, "jvp")
+        out_tree, aux_tree = out_tree.children
+        n = jg.n_outputs  # aux leaves get no tangent
+        jg = JVPGraph(jg.graph.replace(outputs=jg.graph.outputs[:n + n_y]), n, jg.wrt, jg.tangent_inputs)
     opt = irad_passes.run(jg.graph)
     low = lower(opt, f"{name}_jvp")
     fwd_g, lin_g, n_res = split(Joint(opt, jg.n_outputs, (), jg.tangent_inputs, {}), opt)
     fwd_low, lin_low = lower(fwd_g, f"{name}_linearized"), lower(lin_g, f"{name}_linear")
     deps = tuple(tracer.deps) + ((effect_dep("an attribute"),) if tracer.attr_writes else ())
-    return JVPProgram(low.fn, low.source, opt, dyn_pos, tan_pos, jg.n_outputs, g.out_tree or flatten(None)[1],
-                      list(leaves), Assumptions(deps), fwd_low.fn, lin_low.fn, lin_low.source, n_res)
+    return JVPProgram(low.fn, low.source, opt, dyn_pos, tan_pos, jg.n_outputs, out_tree, list(leaves),
+                      Assumptions(deps), fwd_low.fn, lin_low.fn, lin_low.source, n_res, aux_tree)
 
 
 def _tangent_leaves(prog: JVPProgram, f: Any, primals: tuple[Any, ...], tangents: Any) -> list[Any]:
@@ -647,42 +668,38 @@ def _tangent_leaves(prog: JVPProgram, f: Any, primals: tuple[Any, ...], tangents
     return out
 
 
-def _run_jvp(f: Any, primals: tuple[Any, ...], tangents: Any) -> tuple[Any, Any]:
-    from .pytree import unflatten
-
-    def run(prog: JVPProgram, leaves: list[Any]) -> Any:
-        tl = _tangent_leaves(prog, f, primals, tangents)
-        return prog.fn(*[leaves[i] for i in prog.dyn_pos], *tl)
-
-    prog, flat = _select(f, primals, run)
-    n = prog.n_out
-    return unflatten(prog.out_tree, flat[:n]), unflatten(prog.out_tree, flat[n:])
-
-
-def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], *, has_aux: bool = False) -> Any:
     """``(f(*primals), J·tangents)``: the Jacobian-vector product of ``f`` at ``primals``, in one
-    forward sweep of a compiled program (JAX's ``jvp`` layout).
+    forward sweep of a compiled program (JAX's ``jvp`` layout; with ``has_aux=True``, ``f`` returns
+    ``(y, aux)`` and the result is ``(y, ydot, aux)``).
 
     ``tangents`` has the structure of ``primals``; tangents of non-float leaves (ints, int arrays)
     are ignored.  Programs are cached per function and argument signature, as ``vjp``'s are."""
     primals = tuple(primals)
-    return _run_jvp(f, primals, tangents)
+
+    def run(prog: JVPProgram, leaves: list[Any]) -> Any:
+        return prog.fn(*[leaves[i] for i in prog.dyn_pos], *_tangent_leaves(prog, f, primals, tangents))
+
+    prog, flat = _select(f, primals, run, has_aux)
+    y, ydot, aux = prog.outputs(flat)
+    return (y, ydot, aux) if has_aux else (y, ydot)
 
 
-def linearize(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
     """``y, f_jvp = linearize(f, *primals)``: ``f_jvp(*tangents)`` is ``J·tangents`` at ``primals``,
-    computed from residuals saved by one forward run (the primal is not recomputed per call)."""
+    computed from residuals saved by one forward run (the primal is not recomputed per call).
+    With ``has_aux=True``: ``(y, f_jvp, aux)``."""
     from .pytree import unflatten
-    prog, flat = _select(f, primals, lambda p, leaves: p.lin_fwd(*[leaves[i] for i in p.dyn_pos]))
+    prog, flat = _select(f, primals, lambda p, leaves: p.lin_fwd(*[leaves[i] for i in p.dyn_pos]), has_aux)
     n = prog.n_out
-    y = unflatten(prog.out_tree, flat[:n])
+    y, _, aux = prog.outputs(list(flat[:n]) + [None] * prog.out_tree.num_leaves)
     residuals = list(flat[n:])
 
     def f_jvp(*tangents: Any) -> Any:
         return unflatten(prog.out_tree, prog.lin(*residuals, *_tangent_leaves(prog, f, primals, tangents)))
 
     f_jvp.source = prog.lin_source  # type: ignore[attr-defined]
-    return y, f_jvp
+    return (y, f_jvp, aux) if has_aux else (y, f_jvp)
 
 
 def _jvp_traced(tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -691,14 +708,15 @@ def _jvp_traced(tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     from .hooks import paused
     from .pytree import flatten, unflatten
     f, primals, tangents = args[0], tuple(args[1]), args[2]
+    has_aux = bool(kwargs.get("has_aux", False))
     with paused():
-        prog = jvp_program(f, primals)
+        prog = jvp_program(f, primals, has_aux)
     tracer.deps.update(prog.assumptions.deps)
     leaves = flatten((primals, {}))[0]
     tl = flatten((tuple(tangents), {}))[0]
     flat = tracer.call(prog.fn, tuple(leaves[i] for i in prog.dyn_pos) + tuple(tl[i] for i in prog.tan_pos), {})
-    n = prog.n_out
-    return unflatten(prog.out_tree, flat[:n]), unflatten(prog.out_tree, flat[n:])
+    y, ydot, aux = prog.outputs(flat)
+    return (y, ydot, aux) if has_aux else (y, ydot)
 
 
 jvp.__irad_trace_call__ = _jvp_traced  # type: ignore[attr-defined]

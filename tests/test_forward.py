@@ -184,7 +184,7 @@ def test_jvp_program_is_cached_and_guards_retrace(monkeypatch):
     import irad.forward as fw
     calls = []
     compile_jvp = fw._compile_jvp
-    monkeypatch.setattr(fw, "_compile_jvp", lambda f, p: calls.append(1) or compile_jvp(f, p))
+    monkeypatch.setattr(fw, "_compile_jvp", lambda f, p, aux=False: calls.append(1) or compile_jvp(f, p, aux))
 
     def f(x):
         if x.sum() > 0:
@@ -262,3 +262,17 @@ def test_complex_jvp_matches_jax():
                   (lambda z: np.exp(z) * np.conj(z), lambda z: jnp.exp(z) * jnp.conj(z))]:
         _, got = _check_jvp(f, (z,), (t,))
         np.testing.assert_allclose(got, jax.jvp(fj, (z,), (t,))[1], rtol=1e-12)
+
+
+def test_has_aux_follows_jax():
+    def f(x):
+        y = np.sum(np.sin(x))
+        return y, {"norm": np.linalg.norm(x), "n": x.shape[0]}
+    x, t = np.linspace(0, 1, 3), np.ones(3)
+    for _ in range(2):
+        y, ydot, aux = irad.jvp(f, (x,), (t,), has_aux=True)
+    np.testing.assert_allclose(ydot, np.sum(np.cos(x)))
+    assert aux["n"] == 3 and np.isclose(aux["norm"], np.linalg.norm(x))
+    y2, f_jvp, aux2 = irad.linearize(f, x, has_aux=True)
+    np.testing.assert_allclose(f_jvp(2 * t), 2 * np.sum(np.cos(x)))
+    assert aux2["n"] == 3 and y2 == y
