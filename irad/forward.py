@@ -573,14 +573,15 @@ def _programs(f: Any) -> Any:
 
 
 def _select(f: Callable[..., Any], primals: tuple[Any, ...], run: Callable[[JVPProgram, list[Any]], Any],
-            has_aux: bool = False) -> tuple[JVPProgram, Any]:
+            has_aux: bool = False, argnums: tuple[int, ...] | None = None) -> tuple[JVPProgram, Any]:
     """The cached program for this call whose assumptions hold and whose guards pass when ``run``
-    runs it, or a new trace; returns the program and what ``run`` returned."""
+    runs it, or a new trace; returns the program and what ``run`` returned.  ``argnums``: only
+    these positional arguments take tangents (None: all)."""
     from .errors import GuardError
     from .signature import call_key
     key, leaves = call_key(primals, {})
-    if has_aux:
-        key = ("has_aux", key)
+    if has_aux or argnums is not None:
+        key = (has_aux, argnums, key)
     per_f = _programs(f)
     cache_key = _owner(f, key)[1]
     failed = None
@@ -592,9 +593,9 @@ def _select(f: Callable[..., Any], primals: tuple[Any, ...], run: Callable[[JVPP
             return prog, run(prog, leaves)
         except GuardError:
             failed = "a guard"
-    prog = _compile_jvp(f, primals, has_aux)
+    prog = _compile_jvp(f, primals, has_aux, argnums)
     key = call_key(primals, {})[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
-    per_f.add(_owner(f, ("has_aux", key) if has_aux else key)[1], prog, failed)
+    per_f.add(_owner(f, (has_aux, argnums, key) if has_aux or argnums is not None else key)[1], prog, failed)
     return prog, run(prog, leaves)
 
 
@@ -604,7 +605,8 @@ def jvp_program(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool =
     return _select(f, primals, lambda p, leaves: p.lin_fwd(*[leaves[i] for i in p.dyn_pos]), has_aux)[0]
 
 
-def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool = False) -> JVPProgram:
+def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool = False,
+                 argnums: tuple[int, ...] | None = None) -> JVPProgram:
     from . import passes as irad_passes
     from .ad import Joint
     from .api import _check_numbers, split
@@ -623,9 +625,16 @@ def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool 
     leaves = flatten((primals, {}))[0]
     statics = {i for i, _ in g.statics}
     dyn_pos = [i for i in range(len(leaves)) if i not in statics]
+    selected: set[int] = set()
+    start = 0
+    for a, p in enumerate(primals):
+        n_leaves = flatten(p)[1].num_leaves
+        if argnums is None or a in argnums:
+            selected.update(range(start, start + n_leaves))
+        start += n_leaves
     wrt, tan_pos = [], []
     for k, i in enumerate(dyn_pos):
-        if g.inputs[k].type.is_float:
+        if g.inputs[k].type.is_float and i in selected:
             wrt.append(k)
             tan_pos.append(i)
     out_tree, aux_tree = g.out_tree or flatten(None)[1], None
@@ -645,14 +654,22 @@ def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool 
                       Assumptions(deps), fwd_low.fn, lin_low.fn, lin_low.source, n_res, aux_tree)
 
 
-def _tangent_leaves(prog: JVPProgram, f: Any, primals: tuple[Any, ...], tangents: Any) -> list[Any]:
-    """The tangents of the float leaves, in the program's order, checked against the primals."""
+def _tangent_leaves(prog: JVPProgram, f: Any, primals: tuple[Any, ...], tangents: Any,
+                    argnums: tuple[int, ...] | None = None) -> list[Any]:
+    """The tangents of the float leaves, in the program's order, checked against the primals
+    (``argnums``: ``tangents`` has one entry per selected argument)."""
     from .api import _def_site
     from .pytree import flatten
-    if type(tangents) not in (tuple, list) or len(tangents) != len(primals):
+    n = len(primals) if argnums is None else len(argnums)
+    if type(tangents) not in (tuple, list) or len(tangents) != n:
         raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: tangents must be a tuple with one "
-                        f"entry per primal ({len(primals)}), got {type(tangents).__name__}"
+                        f"entry per primal ({n}), got {type(tangents).__name__}"
                         + (f" of {len(tangents)}" if type(tangents) in (tuple, list) else ""))
+    if argnums is not None:
+        full = list(primals)
+        for a, t in zip(argnums, tangents):
+            full[a] = t
+        tangents = full
     pl, ptree = flatten((tuple(primals), {}))
     tl, ttree = flatten((tuple(tangents), {}))
     if ptree != ttree:
@@ -683,6 +700,18 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
     prog, flat = _select(f, primals, run, has_aux)
     y, ydot, aux = prog.outputs(flat)
     return (y, ydot, aux) if has_aux else (y, ydot)
+
+
+def jvp_wrt(f: Callable[..., Any], primals: tuple[Any, ...], argnums: tuple[int, ...], tangents: Sequence[Any]) \
+        -> tuple[Any, Any]:
+    """``jvp`` with tangents for the arguments ``argnums`` only (the others are held fixed, and
+    their zero tangents are never computed): the building block of ``hvp`` and ``jacfwd``."""
+    def run(prog: JVPProgram, leaves: list[Any]) -> Any:
+        return prog.fn(*[leaves[i] for i in prog.dyn_pos], *_tangent_leaves(prog, f, primals, tangents, argnums))
+
+    prog, flat = _select(f, primals, run, False, tuple(argnums))
+    y, ydot, _ = prog.outputs(flat)
+    return y, ydot
 
 
 def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
