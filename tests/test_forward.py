@@ -12,8 +12,8 @@ import pytest
 import irad
 from irad.errors import GradError
 from irad.pytree import flatten
+from functions import CASES as CORPUS
 from test_rules import CASES as RULE_CASES
-from test_rules import _first_case_per_rule
 
 
 def _is_float_leaf(x: object) -> bool:
@@ -115,6 +115,26 @@ def _tree_tangent(p, rng):
     leaves, tree = flatten(p)
     return unflatten(tree, [_tangent(x, rng) for x in leaves])
 
+
+
+CORPUS_DIFF = [c for c in CORPUS if c.differentiable and not c.impure]
+
+
+@pytest.mark.parametrize("case", CORPUS_DIFF, ids=[c.name for c in CORPUS_DIFF])
+def test_corpus_in_forward_mode(case):
+    """The shared corpus (plain numpy code as people write it): jvp along the argnums arguments."""
+    rng = np.random.default_rng(1)
+    args = case.make_args(rng)
+    primals = tuple(args[a] for a in case.argnums)
+    tangents = tuple(_tree_tangent(p, rng) for p in primals)
+
+    def f(*xs):
+        full = list(args)
+        for a, x in zip(case.argnums, xs):
+            full[a] = x
+        return case.fn(*full)
+    f.__name__ = case.name
+    _check_jvp(f, primals, tangents, rtol=1e-4, atol=1e-6)
 
 # ---- models, pytrees, nesting, caching ---------------------------------------------------------
 
