@@ -1,5 +1,5 @@
-"""The ``irad`` command line: ``irad demo``, ``irad trace FILE.py:FUNC [--args EXPR]`` and
-``irad export FILE.py:FUNC [--args EXPR] -o MODEL.onnx``.
+"""The ``irad`` command line: ``irad demo``, ``irad trace FILE.py:FUNC [--args EXPR] [--grad]
+[--dot] [--svg OUT.svg]`` and ``irad export FILE.py:FUNC [--args EXPR] -o MODEL.onnx``.
 
 ``irad`` itself is imported inside the commands, so ``irad --help`` stays fast and works even
 when a later pipeline stage is broken.
@@ -155,13 +155,37 @@ def cmd_trace(ns: argparse.Namespace) -> int:
     file, sep, func_name = str(ns.target).rpartition(":")
     if not sep or not file or not func_name:
         raise CliError(f"expected FILE.py:FUNC, got {ns.target!r}")
+    if not ns.grad and (ns.argnums is not None or ns.no_passes):
+        raise CliError("--argnums and --no-passes choose the gradient program: add --grad")
+    import irad.dot
+
+    if ns.svg is not None and irad.dot.dot_program() is None:  # (before tracing: say so at once)
+        raise CliError("--svg needs Graphviz's dot program, which is not installed (apt-get install graphviz, "
+                       "brew install graphviz or conda install graphviz); --dot prints the DOT source without it")
     module = load_module(file)
     func = find_function(module, func_name)
     args = eval_args(ns.args) if ns.args is not None else example_args_for(module, func_name)
-
-    import irad
-
-    print(irad.trace(func, *args))
+    if ns.grad:
+        nums = eval_args(ns.argnums) if ns.argnums is not None else (0,)
+        prog = irad.compile(func, *args, argnums=nums[0] if len(nums) == 1 else nums,
+                            passes=[] if ns.no_passes else None)
+        graph, text, to_dot = prog.graph, prog.source.rstrip("\n"), prog.to_dot
+    else:
+        graph = irad.trace(func, *args)
+        text, to_dot = str(graph), graph.to_dot
+    if not ns.dot and ns.svg is None:
+        print(text)
+        return 0
+    src = to_dot()
+    if ns.dot:
+        print(src, end="")
+    if ns.svg is not None:
+        svg = irad.dot.render_svg(src)
+        try:
+            Path(ns.svg).write_text(svg)
+        except OSError as e:
+            raise CliError(f"cannot write {ns.svg}: {e.strerror or e}") from None
+        print(f"wrote {ns.svg}: graph {graph.name}, {len(graph.ops)} ops", file=sys.stderr if ns.dot else sys.stdout)
     return 0
 
 
@@ -214,6 +238,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a Python expression with np in scope giving the arguments: a tuple is the "
                             "argument list, any other value the single argument (e.g. 'np.ones(3), 2.0'). "
                             "Default: the file's FUNC_args() or example_args()")
+    trace.add_argument("--grad", action="store_true",
+                       help="the gradient program instead: the generated source of irad.grad(FUNC) (with --dot or "
+                            "--svg: its joint forward+backward graph, forward and backward coloured apart)")
+    trace.add_argument("--argnums", metavar="EXPR", default=None,
+                       help="with --grad: which arguments to differentiate, an int or a tuple (default 0)")
+    trace.add_argument("--no-passes", action="store_true",
+                       help="with --grad: skip the optimisation passes (rule_fwd/pullback pairs stay visible)")
+    trace.add_argument("--dot", action="store_true", help="print the graph as Graphviz DOT source")
+    trace.add_argument("--svg", metavar="OUT.svg", default=None,
+                       help="write the graph as an SVG picture (needs Graphviz's dot program)")
     trace.set_defaults(func=cmd_trace)
 
     export = sub.add_parser("export", help="export the gradient program of FILE.py:FUNC to ONNX",

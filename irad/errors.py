@@ -60,3 +60,11 @@ class LoadError(IradError):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"cannot import ONNX model {name!r}: {len(problems)} problem(s):\n{lines}")
+
+
+class ConfigError(IradError, ValueError):
+    """A setting ``irad.config`` (or ``IRAD_LOG``) does not know; the message lists the valid ones."""
+
+
+class GraphvizError(IradError):
+    """A graph picture needs Graphviz's ``dot`` program, which is not installed (or failed)."""

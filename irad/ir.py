@@ -339,6 +339,21 @@ class Graph:
         d.update(changes)
         return Graph(**d)
 
+    # NOTE: pictures are their own stage (irad.dot reads the IR, runs Graphviz); these thin methods
+    # exist because notebooks look for _repr_svg_/_repr_html_ on the class itself
+    def to_dot(self, *, title: str | None = None) -> str:
+        """Graphviz DOT source of this graph (``irad.dot.to_dot``)."""
+        from . import dot
+        return dot.to_dot(self, title=title)
+
+    def _repr_svg_(self) -> str | None:
+        from . import dot
+        return dot.repr_svg(self)
+
+    def _repr_html_(self) -> str | None:
+        from . import dot
+        return dot.repr_html(self)
+
 
 def _same_static(a: Any, b: Any) -> bool:
     """Is ``b`` the static argument ``a`` the graph was traced with?  Objects whose ``==`` is not a

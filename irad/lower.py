@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import log
 from .errors import GuardError
 from .ir import ArrayT, Const, Graph, Op, OpaqueT, Var
 from .pytree import flatten
@@ -413,4 +414,6 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "") -> Lowered:
     fn = ns.pop(name)  # NOTE: fn's globals must not hold fn: no cycle, so a released program is freed at once
     fn.__doc__ = docstring or None
     fn.__irad_guards__ = tuple(guard_names)
+    if log.CONFIG.source:
+        log.source(name, src)
     return Lowered(src, fn, name)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from irad import log
 from irad.errors import PassError
 from irad.ir import Graph, verify
 
@@ -25,7 +26,8 @@ def run(g: Graph, pipeline: Sequence[Pass] | None = None, *, max_rounds: int = 1
     """
     pipeline = PIPELINE if pipeline is None else tuple(pipeline)
     ran: list[str] = []
-    for _ in range(max_rounds):
+    start, rounds = g, 0
+    for rounds in range(1, max_rounds + 1):
         before = g
         for p in pipeline:
             name = getattr(p, "__name__", repr(p))
@@ -38,7 +40,11 @@ def run(g: Graph, pipeline: Sequence[Pass] | None = None, *, max_rounds: int = 1
             except Exception as e:
                 raise PassError(f"pass {name!r} failed after {ran}: {type(e).__name__}: {e}") from e
             ran.append(name)
+            if log.CONFIG.passes and new is not g and (new.ops != g.ops or new.outputs != g.outputs):
+                log.passed(start.name, name, g, new)
             g = new
         if g is before or (g.ops == before.ops and g.outputs == before.outputs):
             break
+    if log.CONFIG.passes:
+        log.pipeline_done(start.name, rounds, start, g)
     return g
