@@ -9,6 +9,7 @@ keeps retracing warns.
 """
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 import random
@@ -24,7 +25,7 @@ from . import ad
 from .errors import GradError, GuardError, MutationError
 from .ir import ArrayT, Const, Graph, ScalarT, Var, map_atoms
 from .lower import lower
-from .pytree import TreeDef, flatten, unflatten
+from .pytree import REGISTRY, Depth, Node, TreeDef, flatten, rebuild, unflatten
 from .signature import RETRACE_WARN_AFTER, RetraceWarning  # noqa: F401  (public: the warning and its threshold)
 from .signature import NO_ASSUMPTIONS, Assumptions, Identity, ProgramCache, call_key, effect_dep
 from .trace import trace_values
@@ -37,6 +38,13 @@ def _argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
             raise GradError(f"argnums {a} is out of range for {nargs} positional arguments")
         out.append(a % nargs)
     return tuple(out)
+
+
+def _deep(argnums: int | Sequence[int], nargs: int) -> frozenset[int]:
+    """The positions of the differentiated arguments, whose dataclasses and objects of the user's
+    classes are pytrees (``irad.pytree.Depth.OBJECTS``); out-of-range ones are left to ``_argnums``."""
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    return frozenset(a % nargs for a in nums if -nargs <= a < nargs)
 
 
 @dataclass
@@ -78,6 +86,7 @@ class Program:
     passes: Any = field(default=None, repr=False)
     _builders: Any = field(default=None, repr=False)
     _other: Any = field(default=None, repr=False)  # the GradFunction that answers other calls
+    deep: frozenset[int] = field(default=frozenset(), repr=False)  # the argnums, for the call key
 
     @property
     def deps(self) -> tuple[tuple[Any, ...], ...]:
@@ -85,7 +94,7 @@ class Program:
         return self.assumptions.deps
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key, leaves = call_key(args, kwargs)
+        key, leaves = call_key(args, kwargs, self.deep)
         if key == self.key and self.assumptions.check() is None:
             try:
                 flat = self.run(leaves)
@@ -148,6 +157,13 @@ class Program:
         locs = self.guard_locations()
         return locs[e.args[0]] if e.args and isinstance(e.args[0], int) and e.args[0] < len(locs) else str(e)
 
+    def to_dot(self) -> str:
+        """Graphviz DOT of the joint graph this program runs: its forward ops (the traced ones,
+        ``len(prog.forward.ops)`` of them before the passes) and its backward ops boxed and
+        coloured apart (``irad.dot``)."""
+        return self.graph.to_dot(title=f"{self.name}: gradient program, {len(self.graph.ops)} ops "
+                                       f"(traced forward: {len(self.forward.ops)})")
+
 
 def _builder(tree: TreeDef, idx: list[int | None]) -> Callable[[Sequence[Any]], Any]:
     """A function that builds ``tree``'s structure from a flat result sequence: ``idx[k]`` is the
@@ -178,32 +194,36 @@ def _builder(tree: TreeDef, idx: list[int | None]) -> Callable[[Sequence[Any]], 
     if kind == "odict":
         keys = tree.keys
         return lambda flat: OrderedDict((k, p(flat)) for k, p in zip(keys, parts))
+    if isinstance(kind, Node):  # a dataclass, a registered class, an object: an instance of its class
+        keys = tree.keys
+        return lambda flat: rebuild(kind, keys, [p(flat) for p in parts])
     return lambda flat: kind(*[p(flat) for p in parts])  # a namedtuple class
 
 
 def _wrt_inputs(g: Graph, args: tuple[Any, ...], kwargs: dict[str, Any], argnums: tuple[int, ...], fname: str) \
         -> tuple[list[int], list[tuple[int, TreeDef, list[int | None]]]]:
-    """Graph-input positions to differentiate, and how each argnum's gradient is laid out."""
+    """Graph-input positions to differentiate, and how each argnum's gradient is laid out: the
+    argument's tree as traced (``g.in_tree``, where a differentiated object's attributes are leaves)."""
+    assert g.in_tree is not None
     statics = {i for i, _ in g.statics}
     leaf_to_input: dict[int, int] = {}
     k = 0
-    n_leaves = flatten((args, kwargs))[1].num_leaves
-    for i in range(n_leaves):
+    for i in range(g.in_tree.num_leaves):
         if i not in statics:
             leaf_to_input[i] = k
             k += 1
-    starts = []
-    pos = 0
-    for a in args:
-        starts.append(pos)
-        pos += flatten(a)[1].num_leaves
+    trees = g.in_tree.children[0].children
+    starts = [0]
+    for t in trees:
+        starts.append(starts[-1] + t.num_leaves)
     wrt: list[int] = []
     slots = []
     for a in argnums:
-        leaves, tree = flatten(args[a])
+        tree = trees[a]
+        leaves = flatten(args[a], depth=Depth.OBJECTS)[0]
         idx: list[int | None] = []
         any_float = False
-        for j, x in enumerate(leaves):
+        for j in range(tree.num_leaves):
             inp = leaf_to_input.get(starts[a] + j)
             if inp is None or not g.inputs[inp].type.is_float:
                 idx.append(None)
@@ -211,6 +231,7 @@ def _wrt_inputs(g: Graph, args: tuple[Any, ...], kwargs: dict[str, Any], argnums
             any_float = True
             idx.append(len(wrt))
             wrt.append(inp)
+        _refuse_objects(fname, a, tree, leaves, any_float)
         if not any_float and leaves:  # (an empty container gets its empty structure back, as in JAX)
             kinds = ", ".join(sorted({type(x).__name__ if not isinstance(x, np.ndarray) else f"{x.dtype} array"
                                       for x in leaves}))
@@ -220,13 +241,49 @@ def _wrt_inputs(g: Graph, args: tuple[Any, ...], kwargs: dict[str, Any], argnums
     return wrt, slots
 
 
+#: leaves that are values, not objects that could hold a gradient's arrays
+_VALUES = (bool, int, float, complex, str, bytes, np.ndarray, np.generic, np.dtype, type, types.FunctionType,
+           types.BuiltinFunctionType, types.MethodType, types.ModuleType, np.ufunc, functools.partial, slice, range,
+           type(Ellipsis), enum.Enum)
+
+
+def _holds_floats(x: Any) -> bool:
+    """Does ``x`` (an object irad does not flatten) hold float values in its attributes or slots?"""
+    vals = list(vars(x).values()) if type(getattr(x, "__dict__", None)) is dict else []
+    for klass in type(x).__mro__:
+        slots = vars(klass).get("__slots__", ())
+        vals += [getattr(x, n) for n in ((slots,) if isinstance(slots, str) else slots)
+                 if isinstance(n, str) and hasattr(x, n)]
+    return any(isinstance(v, (float, complex, np.inexact)) or isinstance(v, np.ndarray) and v.dtype.kind in "fc"
+               for v in flatten(vals)[0])
+
+
+def _refuse_objects(fname: str, a: int, tree: TreeDef, leaves: list[Any], any_float: bool) -> None:
+    """An object that irad cannot flatten, in a differentiated argument: a ``GradError`` naming its
+    type and the three ways out, when it holds floats (they would get no gradient) or when nothing
+    else in the argument is differentiable.  Configuration objects beside float leaves are static."""
+    for path, x in zip(tree.paths(), leaves):
+        if isinstance(x, _VALUES) or type(x).__module__ == "builtins" or not (_holds_floats(x) or not any_float):
+            continue
+        tp = type(x)
+        name = tp.__qualname__
+        why = REGISTRY.why_not(tp) or "it holds no float values"
+        where = f"{path}: type {name}" if path else f"type {name}"
+        raise GradError(f"{fname}: argument {a} ({where}) is not differentiable: {why}. irad differentiates floats, "
+                        "float arrays and pytrees of them (tuples, lists, dicts, dataclasses, registered classes and "
+                        f"objects of your own classes); make {name} a dataclass, register it with "
+                        f"irad.register_pytree({name}, flatten, unflatten), or pass its arrays instead (a dict or "
+                        "tuple of them)")
+
+
 def compile(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
             passes: Sequence[Callable[[Graph], Graph]] | None = None, holomorphic: bool = False,
             **kwargs: Any) -> Program:
     """Trace ``f`` at ``args``, differentiate, optimise and lower it: ``prog(*args) -> (value, grad)``."""
     nums = _argnums(argnums, len(args))
-    g, tracer, _ = trace_values(f, args, kwargs)
-    key, _ = call_key(args, kwargs)  # NOTE: after the trace, which may register rules (a lazy SciPy table)
+    g, tracer, _ = trace_values(f, args, kwargs, deep=frozenset(nums))
+    # NOTE: the key after the trace, which may register rules (a lazy SciPy table)
+    key, _ = call_key(args, kwargs, frozenset(nums))
     return _build(f, g, tracer, args, kwargs, nums, isinstance(argnums, int), passes, key, holomorphic)
 
 
@@ -322,9 +379,9 @@ def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], 
     slots = [(a, tree, [None if k is None else joint.n_outputs + k for k in idx]) for a, tree, idx in slots]
     live = tuple({id(c.value): c.value for op in g.ops for c in _consts(op) if c.live}.values()) if writeback else ()
     prog = Program(fname, g, jg, low.source, low.fn, nums, single, g.out_tree or flatten(None)[1],
-                   joint.n_outputs, slots, assumptions=Assumptions(tuple(tracer.deps)), key=key, dyn_pos=dyn_pos,
+                   joint.n_outputs, slots, assumptions=Assumptions(tuple(tracer.deps) + jg.assumed), key=key, dyn_pos=dyn_pos,
                    writeback=writeback, live_arrays=live, setattrs=tuple(setattrs), rngs=_rngs(g), f=f,
-                   passes=passes)
+                   passes=passes, deep=frozenset(nums))
     flat = [joint.values[o.id] if isinstance(o, Var) else o.value for o in joint.graph.outputs]
     prog.first = prog.unpack(flat)
     return prog
@@ -435,7 +492,8 @@ def _dyn_positions(g: Graph, args: tuple[Any, ...], kwargs: dict[str, Any]) -> l
     if not g.statics:
         return None
     statics = {i for i, _ in g.statics}
-    return [i for i in range(flatten((args, kwargs))[1].num_leaves) if i not in statics]
+    assert g.in_tree is not None
+    return [i for i in range(g.in_tree.num_leaves) if i not in statics]
 
 
 class GradFunction:
@@ -455,6 +513,9 @@ class GradFunction:
         self.__doc__ = getattr(f, "__doc__", None)
         self.cache: ProgramCache[Program] = ProgramCache(self.__name__, self._arg_names)
         self.traces = 0
+        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        #: the positions of the call key's deep arguments (None: negative argnums, per call)
+        self._deep = frozenset(nums) if all(type(a) is int and a >= 0 for a in nums) else None
 
     def _arg_names(self) -> list[str]:
         try:
@@ -463,7 +524,8 @@ class GradFunction:
             return []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key, leaves = call_key(args, kwargs)
+        deep = self._deep
+        key, leaves = call_key(args, kwargs, _deep(self.argnums, len(args)) if deep is None else deep)
         prog, flat = self._select(key, leaves, args, kwargs)
         return self._result(prog.first if flat is None else prog.unpack(flat))
 
@@ -504,7 +566,9 @@ class GradFunction:
         untraced (its guards and assumptions checked), then run it under the tracer, which records
         its ops like any user code and takes on what the inner trace read from the world."""
         from .hooks import paused
-        key, leaves = call_key(args, kwargs)
+        deep = _deep(self.argnums, len(args))
+        key, leaves = call_key(args, kwargs, deep)
+        tracer.reach_arguments(args, kwargs, deep)
         with paused():
             prog, _ = self._select(key, [np.array(x, copy=True) if isinstance(x, np.ndarray) else x
                                          for x in leaves], args, kwargs)
@@ -521,8 +585,9 @@ class GradFunction:
     def _retrace(self, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any], failed: list[str]) -> Program:
         self.traces += 1
         nums = _argnums(self.argnums, len(args))
-        g, tracer, _ = trace_values(self.f, args, kwargs)
-        key = call_key(args, kwargs)[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
+        g, tracer, _ = trace_values(self.f, args, kwargs, deep=frozenset(nums))
+        # NOTE: the key after the trace, which may have registered rules (a lazy SciPy table)
+        key = call_key(args, kwargs, frozenset(nums))[0]
         prog = _build(self.f, g, tracer, args, kwargs, nums, isinstance(self.argnums, int), self.passes, key,
                       self.holomorphic, self.has_aux)
         self.cache.add(key, prog, failed[-1] if failed else None)
@@ -538,7 +603,7 @@ class GradFunction:
     def program(self, *args: Any, **kwargs: Any) -> Program:
         """The compiled program that a call with these arguments runs.  It is chosen as a call
         chooses it (key, assumptions, guards), so this runs the program once, or traces it."""
-        key, leaves = call_key(args, kwargs)
+        key, leaves = call_key(args, kwargs, _deep(self.argnums, len(args)))
         return self._select(key, leaves, args, kwargs)[0]
 
 
@@ -637,7 +702,8 @@ def vjp(f: Callable[..., Any], *args: Any, has_aux: bool = False, **kwargs: Any)
     Programs are cached per function and argument signature; the call that traces returns the
     traced values, so ``f``'s side effects happen once per call either way.
     """
-    key, leaves = call_key(args, kwargs)
+    deep = frozenset(range(len(args)))  # every positional argument gets a cotangent
+    key, leaves = call_key(args, kwargs, deep)
     if has_aux:
         key = ("has_aux", key)
     # NOTE: a bound method is a new object at each `m.f`: its programs live with the function,
@@ -662,7 +728,7 @@ def vjp(f: Callable[..., Any], *args: Any, has_aux: bool = False, **kwargs: Any)
         pb = _pullback(prog, list(flat[prog.n_out:]), f)
         return (y, pb, aux) if has_aux else (y, pb)
     prog, (y, aux), residuals = _compile_vjp(f, args, kwargs, has_aux)
-    key = call_key(args, kwargs)[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
+    key = call_key(args, kwargs, deep)[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
     if has_aux:
         key = ("has_aux", key)
     per_f.add((Identity(f.__self__), key) if type(f) is types.MethodType else key, prog)
@@ -685,7 +751,9 @@ def _vjp_traced(tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     f, fargs = args[0], args[1:]
     kwargs = dict(kwargs)
     has_aux = bool(kwargs.pop("has_aux", False))
-    key, leaves = call_key(fargs, kwargs)
+    deep = frozenset(range(len(fargs)))
+    key, leaves = call_key(fargs, kwargs, deep)
+    tracer.reach_arguments(fargs, kwargs, deep)
     with paused():
         prog = _compile_vjp(f, fargs, kwargs, has_aux)[0]
     tracer.deps.update(prog.assumptions.deps)
@@ -701,7 +769,7 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     ``has_aux``) and the residuals of this call."""
     from . import passes as irad_passes
 
-    g, tracer, _ = trace_values(f, args, kwargs)
+    g, tracer, _ = trace_values(f, args, kwargs, deep=frozenset(range(len(args))))
     _check_numbers(f, list(g.outputs), "vjp")
     n_diff = _aux_split(g, f, "vjp") if has_aux else None
     if tracer.mutated_inputs or tracer.mutated_world:
@@ -709,29 +777,32 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
                             "reads from globals, closures or attributes, in place (this call did; a compiled forward "
                             "program would not); work on a copy")
     statics = {i for i, _ in g.statics}
-    n_leaves = flatten((args, kwargs))[1].num_leaves
-    dyn_pos = [i for i in range(n_leaves) if i not in statics]
+    assert g.in_tree is not None
+    dyn_pos = [i for i in range(g.in_tree.num_leaves) if i not in statics]
     leaf_to_input = {leaf: k for k, leaf in enumerate(dyn_pos)}
     wrt: list[int] = []
     slots: list[tuple[TreeDef, list[int | None]]] = []
     pos = 0
-    for a in args:
-        a_leaves, tree = flatten(a)
+    site = f"vjp of {_def_site(f) or getattr(f, '__name__', 'f')}"
+    for k, (a, tree) in enumerate(zip(args, g.in_tree.children[0].children)):
         idx: list[int | None] = []
-        for j in range(len(a_leaves)):
+        for j in range(tree.num_leaves):
             inp = leaf_to_input.get(pos + j)
             if inp is None or not g.inputs[inp].type.is_float:
                 idx.append(None)
             else:
                 idx.append(len(wrt))
                 wrt.append(inp)
-        pos += len(a_leaves)
+        pos += tree.num_leaves
         slots.append((tree, idx))
+        a_leaves = flatten(a, depth=Depth.OBJECTS)[0]
+        _refuse_objects(site, k, tree, a_leaves, True)  # (an object with no floats: a parameter, None)
     if not wrt:
         for k, a in enumerate(args):
-            _refuse_integer_arrays(f, k, flatten(a)[0])
+            _refuse_integer_arrays(f, k, flatten(a, depth=Depth.OBJECTS)[0])
     joint = ad.reverse(g, tracer.values, wrt, seed="input", outputs=n_diff)
-    fwd_g, bwd_g, _ = split(joint, irad_passes.run(joint.graph, None))
+    opt = irad_passes.run(joint.graph, None)
+    fwd_g, bwd_g, _ = split(joint, opt)
     name = getattr(f, "__name__", "f")
     fwd_low = lower(fwd_g, f"{name}_forward")
     bwd_low = lower(bwd_g, f"{name}_pullback")
@@ -742,8 +813,8 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     prog = VJPProgram(fwd_low.fn, bwd_low.fn, fwd_low.source, bwd_low.source, g, joint.n_outputs, out_tree, slots,
                       dyn_pos, list(joint.seed_outputs),
                       # NOTE: vjp does not replay attribute writes (`self.inp = x`): it traces again each call
-                      Assumptions(tuple(tracer.deps) + ((effect_dep("an attribute"),) if tracer.attr_writes else ())),
-                      aux_tree)
+                      Assumptions(tuple(tracer.deps) + opt.assumed
+                                  + ((effect_dep("an attribute"),) if tracer.attr_writes else ())), aux_tree)
     values = prog.outputs([joint.values[o.id] if isinstance(o, Var) else o.value for o in g.outputs])
     residuals = evaluate_residuals(fwd_g, joint, tracer.values)
     return prog, values, residuals
@@ -767,7 +838,7 @@ def _pullback(prog: VJPProgram, residuals: list[Any], f: Callable[..., Any]) -> 
     seeds = prog.seeds
 
     def pullback(ybar: Any) -> tuple[Any, ...]:
-        yl, ytree = flatten(ybar)
+        yl, ytree = flatten(ybar, depth=Depth.DATACLASSES)
         if ytree != prog.out_tree:
             raise GradError(f"vjp of {getattr(f, '__name__', 'f')}: the cotangent has structure {ytree}, "
                             f"the output has {prog.out_tree}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from bytecode import Bytecode, Instr, Label, TryBegin
 
-from . import hooks, pyver
+from . import hooks, intdata, pyver
 from .errors import UnsupportedError
 from .weakcache import WeakIdMap
 
@@ -232,6 +232,8 @@ def _rewrite(bc: Bytecode) -> Bytecode:
             out += pyver.hook(hooks.h_compare, 2, (int(arg),), loc)
         elif name == "CONTAINS_OP":
             out += pyver.hook(hooks.h_contains, 2, (int(arg),), loc)
+        elif name == "IS_OP" and not _against_non_int_constant(instrs, i):
+            out += pyver.hook(intdata.h_is, 2, (int(arg),), loc)
         elif name == "BINARY_SUBSCR":
             out += pyver.hook(hooks.h_getitem, 2, (), loc)
         elif name == "BINARY_SLICE":
@@ -302,6 +304,14 @@ def _hash_add(depth: int, kind: int, loc: Any) -> list[Instr]:
     """``top = h_hash_add(container, top, kind)`` where the container is ``depth`` deep (see hooks)."""
     return [Instr("COPY", depth, location=loc), Instr("SWAP", 2, location=loc)] + \
         pyver.hook(hooks.h_hash_add, 2, (kind,), loc)
+
+
+def _against_non_int_constant(instrs: list[Any], i: int) -> bool:
+    """``x is None``, ``flag is True``: a traced int is never that object, whatever its value, so
+    the test stays native (only ``a is b`` of two values and ``n is 3`` need the hook)."""
+    prev = instrs[i - 1] if i else None
+    return isinstance(prev, Instr) and prev.name == "LOAD_CONST" and \
+        (type(prev.arg) is not int or isinstance(prev.arg, bool))
 
 
 def _next_call_hookable(instrs: list[Any], i: int, hookable: set[int]) -> bool:

@@ -30,6 +30,9 @@ from typing import Any, Callable, Generic, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
+from . import log
+from .pytree import REGISTRY, Depth, flatten_args, node_of
+from .intdata import TracedInt
 from .rules import registry
 
 MISSING = object()
@@ -94,6 +97,8 @@ def _leaf_key(x: Any) -> Any:
     tx = type(x)
     if tx is float or tx is complex or isinstance(x, np.generic):
         return tx
+    if tx is TracedInt:  # an int of an enclosing trace (grad of grad): data, as the int itself
+        return int
     try:
         hash(x)
     except TypeError:
@@ -105,39 +110,52 @@ def _leaf_key(x: Any) -> Any:
 
 
 _FLOAT_ONLY = {float}
+_REGISTERED = REGISTRY.registered  # the classes of irad.register_pytree (the same dict)
 
 
-def _key(x: Any, leaves: list[Any]) -> Any:
+def _key(x: Any, leaves: list[Any], deep: bool = False) -> Any:
     tx = type(x)
     if tx is np.ndarray:
         leaves.append(x)
         return (x.dtype, x.shape)
-    if tx is float:
+    if tx is float or tx is int:  # NOTE: an int is data unless its trace guards its value (irad.intdata)
         leaves.append(x)
-        return float
+        return tx
     if tx is list or tx is tuple:
         if x and set(map(type, x)) == _FLOAT_ONLY:
             leaves.extend(x)
             return (tx, "floats", len(x))
-        return (tx,) + tuple(_key(e, leaves) for e in x)
+        return (tx,) + tuple(_key(e, leaves, deep) for e in x)
     if tx is dict or tx is OrderedDict:  # NOTE: the same containers as irad.pytree flattens
-        return (tx,) + tuple((k, _key(v, leaves)) for k, v in x.items())
+        return (tx,) + tuple((k, _key(v, leaves, deep)) for k, v in x.items())
     if x is None:
         return None
     if isinstance(x, tuple) and hasattr(tx, "_fields"):  # namedtuple
-        return (tx,) + tuple(_key(e, leaves) for e in x)
+        return (tx,) + tuple(_key(e, leaves, deep) for e in x)
+    if deep or tx in _REGISTERED:  # a user pytree node: its class, static part and field names, then its children
+        node = node_of(x, Depth.OBJECTS if deep else Depth.REGISTERED)
+        if node is not None:
+            return node[:2] + tuple(_key(c, leaves, deep) for c in node[2])
     leaves.append(x)
     return _leaf_key(x)
 
 
-def call_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[Any]]:
-    """The cache key of a call and its flat leaves, in ``flatten((args, kwargs))`` order.
+def call_key(args: tuple[Any, ...], kwargs: dict[str, Any], deep: frozenset[int] = frozenset()) \
+        -> tuple[Any, list[Any]]:
+    """The cache key of a call and its flat leaves, in ``irad.pytree.flatten_args(args, kwargs,
+    deep)`` order (``deep``: the positions of the differentiated arguments, whose dataclasses and
+    objects are pytrees too).
 
     This is the per-call hot path: a list of Python floats is keyed by its length in one C-level
     pass instead of one Python call per element.
     """
     leaves: list[Any] = []
-    key = tuple(_key(a, leaves) for a in args)
+    try:
+        key = tuple([_key(a, leaves, i in deep) for i, a in enumerate(args)]) if deep else \
+            tuple(_key(a, leaves) for a in args)
+    except RecursionError:
+        flatten_args(args, kwargs, deep)  # names the object that contains itself
+        raise
     if kwargs:
         key += (("kw",) + tuple((k, _key(v, leaves)) for k, v in kwargs.items()),)
     return (key, registry.version()), leaves
@@ -412,6 +430,8 @@ class ProgramCache(Generic[P]):
                         del progs[j]
                         break
             n = self.stale_counts[why] = self.stale_counts.get(why, 0) + 1
+        if log.CONFIG.enabled:  # (logging is off by default: one attribute test)
+            log.stale(self.name, prog, why)
         if n == STALE_WARN_AFTER and why not in self._warned:
             self._warned.add(why)
             warnings.warn(f"{self.name} is traced again on every call because {why} on every call; each "
@@ -428,6 +448,7 @@ class ProgramCache(Generic[P]):
         evicted = None
         with self._lock:
             progs = self._entries.get(key)
+            had = -1 if progs is None else len(progs)
             if progs is None:
                 progs = self._entries[key] = []
                 if len(self._entries) > self.max_keys:
@@ -439,6 +460,8 @@ class ProgramCache(Generic[P]):
             n = 0
             if flipped:
                 n = self.flips[key] = self.flips.get(key, 0) + 1
+        if log.CONFIG.enabled:
+            log.published(self, key, prog, flipped, had)
         if evicted is not None and "keys" not in self._warned:
             self._warned.add("keys")
             warnings.warn(f"{self.name} has compiled programs for more than {self.max_keys} argument "

@@ -37,11 +37,13 @@ from . import hooks
 from .effects import is_impure
 from .signature import (MISSING, DictRef, Identity, class_attr, contents_dep, function_dep,
                         effect_dep, is_library_module)
-from .errors import MutationError, NoRuleError, UnsupportedError
+from .errors import GradError, MutationError, NoRuleError, UnsupportedError
 from .instrument import GLOBAL_NAMES, INSTRUMENTED, STORES_GLOBALS, instrument_function
+from . import intdata
+from .intdata import IntData, TracedInt
 from .ir import Const, Graph, Loc, Op, Var, const, is_differentiable, map_atoms, typeof
 from .roundtrip import BUFFER_BUILDERS, STATISTICS, exact_ratio_error
-from .pytree import flatten, unflatten
+from .pytree import Depth, TreeDef, flatten, flatten_args, node_of, unflatten
 from .rules import registry
 from .views import ViewTracking, by_id, member, root_of
 from .weakcache import WeakIdMap
@@ -272,6 +274,8 @@ class Tracer(ViewTracking):
         self._key_ids: set[int] = set()
         self._key_loc: Loc | None = None
         self._order_guarded: set[int] = set()
+        #: the trace's int arguments and what it did with them (None: it has none; see irad.intdata)
+        self.ints: IntData | None = None
 
     # ---- values ---------------------------------------------------------------------------
 
@@ -301,6 +305,17 @@ class Tracer(ViewTracking):
         y = _fresh(x)
         v = self.new_var(y, hint)
         self.track(y, v)
+        return y, v
+
+    def int_input(self, x: int, hint: str) -> tuple[TracedInt, Var]:
+        """An int argument as a graph input: an int object of its own, so identity follows it."""
+        if self.ints is None:
+            self.ints = IntData()
+        y = TracedInt(x)
+        v = Var(self.next_id, intdata.INT, hint)
+        self.next_id += 1
+        self.track(y, v)
+        self.values[v.id] = int(x)  # (values reach the caller as results: a plain int)
         return y, v
 
     def _adopt_capture(self, x: Any) -> Var:
@@ -355,6 +370,8 @@ class Tracer(ViewTracking):
             for part in (x.start, x.stop, x.step):
                 if self.is_tracked(part):
                     self.guard_value(part)
+            if self.ints is not None:  # (the program's constant holds plain ints)
+                return self.const(intdata.plain(self, x))
         fields = _object_fields(x)
         if fields is not None and self.deep_tracked(x):
             return self._rebuild(x, fields)
@@ -488,6 +505,10 @@ class Tracer(ViewTracking):
             self._boxed.add(id(box))
             return box
         if isinstance(result, (bool, int, np.bool_)):
+            if type(result) is int and self.ints is not None and intdata.is_data_call(self, fn, args, kwargs):
+                return intdata.result(self, fn, a_args, a_kwargs, result)  # `i + 1`: data again
+            if type(result) is TracedInt:  # (max(i, 3) is one of its arguments)
+                result = int(result)
             v = self.new_var(result)
             self.emit(fn, a_args, a_kwargs, (v,))
             self.values[v.id] = result
@@ -542,7 +563,8 @@ class Tracer(ViewTracking):
 
     def _guard(self, v: Var, value: Any) -> None:
         from . import ops as irad_ops
-        expected = value.item() if isinstance(value, np.generic) else value
+        expected = value.item() if isinstance(value, np.generic) else \
+            int(value) if type(value) is TracedInt else value  # (a plain int in the program)
         self.emit(irad_ops.guard, (v,), {"expected": Const(expected, typeof(expected))}, (),
                   prim="irad.ops.guard")
 
@@ -651,6 +673,10 @@ class Tracer(ViewTracking):
         return self._binop_native(a, b, op)
 
     def _binop_native(self, a: Any, b: Any, op: int) -> Any:
+        if self.ints is not None and (type(a) is TracedInt or type(b) is TracedInt):
+            a, b = intdata.operands(self, a, b, op)
+            if (type(a) is TracedInt or type(b) is TracedInt) and intdata.numpy_partner(a, b):
+                return intdata.numpy_binop(self, a, b, op)
         vars_ = self.vars
         inplace_array = op >= hooks.N_BINOPS and isinstance(a, np.ndarray)
         if inplace_array and id(a) in self._boxed:  # a boxed np.bool_ (see record): not in place
@@ -687,11 +713,12 @@ class Tracer(ViewTracking):
         self.track(r, v)
         return r
 
-    def _binop_inplace(self, a: np.ndarray, b: Any, op: int) -> Any:
-        """``a op= b`` on an array: a genuine in-place update."""
+    def _binop_inplace(self, a: np.ndarray, b: Any, op: int, b_atom: Any = None) -> Any:
+        """``a op= b`` on an array: a genuine in-place update (``b_atom``: what ``b`` is in the graph
+        when it is not ``b``'s own atom: a traced int's Var, ``b`` its plain value)."""
         fn = hooks.OUT_OF_PLACE[op]
         before = self.before_mutation(a, f"{hooks._NAMES[op - hooks.N_BINOPS].rstrip('_')}=")
-        atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, self.atom(b)), {})
+        atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, self.atom(b) if b_atom is None else b_atom), {})
         out_dtype = np.result_type(a, b) if not isinstance(b, (float, int, complex)) else None
         hooks.BINOPS[op](a, b)
         if out_dtype is not None and out_dtype != a.dtype:
@@ -719,7 +746,8 @@ class Tracer(ViewTracking):
                 r = self._compare_sequences(a, b, i) if isinstance(a, tuple) and isinstance(b, tuple) and \
                     self.deep_tracked((a, b)) else fn(a, b)
         elif self._seen(a) | self._seen(b):
-            r = self.record(fn, (a, b), {}, fn(a, b))
+            r = intdata.compare(self, fn, a, b) if self.ints is not None and (ta is TracedInt or tb is TracedInt) \
+                else self.record(fn, (a, b), {}, fn(a, b))
         elif (ta is tb is list or (isinstance(a, tuple) and isinstance(b, tuple))) and self.deep_tracked((a, b)):
             r = self._compare_sequences(a, b, op & 15)
         else:
@@ -755,7 +783,8 @@ class Tracer(ViewTracking):
         if isinstance(b, _HASHED) and (self._keyed or self._traced_key(a)):
             self.note_keys((a,), (b,))  # whether `k in s` holds depends on which keys are equal
             r = a in b
-        elif self.deep_tracked(a) or self.is_tracked(b):
+        elif self.deep_tracked(a) or self.is_tracked(b) or (type(b) in (list, tuple) and self.deep_tracked(b)):
+            # (`3 in [n, 5]`: the items are compared to `a` in C, so the result depends on them)
             r = self.record(operator.contains, (b, a), {}, operator.contains(b, a))
         else:
             r = a in b
@@ -878,9 +907,7 @@ class Tracer(ViewTracking):
         if isinstance(a, dict):
             self.note_keys((i,), (a,))
         elif self.deep_tracked(i) and not isinstance(a, np.ndarray):
-            for part in (i if type(i) is tuple else (i,)):
-                if self.is_tracked(part):
-                    self.guard_value(part)
+            self._guard_index(i)
         del a[i]
 
     def _hash_call(self, f: Any, owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -939,6 +966,14 @@ class Tracer(ViewTracking):
 
     # ---- indexing -------------------------------------------------------------------------
 
+    def _guard_index(self, i: Any) -> None:
+        """An index into a container that is not an array (``xs[i]``, ``xs[:n]``): the structure of
+        what it selects is fixed by the trace, so the traced parts of the index are guarded."""
+        for part in (i if type(i) is tuple else (i,)):
+            for p in ((part.start, part.stop, part.step) if type(part) is slice else (part,)):
+                if self.is_tracked(p):
+                    self.guard_value(p)
+
     def _tracked_mask(self, i: Any) -> bool:
         for part in (i if type(i) is tuple else (i,)):
             if isinstance(part, np.ndarray) and part.dtype == np.bool_ and id(part) in self.vars:
@@ -959,9 +994,7 @@ class Tracer(ViewTracking):
         if isinstance(a, dict) and (self._keyed or self._traced_key(i)):
             self.note_keys((i,), (a,))  # which entry d[k] finds depends on which keys are equal
         elif self.deep_tracked(i):
-            for part in (i if type(i) is tuple else (i,)):
-                if self.is_tracked(part):
-                    self.guard_value(part)
+            self._guard_index(i)
         if self.world and id(a) in self.world:
             self.read_world(a)
         r = a[i]
@@ -993,9 +1026,7 @@ class Tracer(ViewTracking):
         if isinstance(a, dict) and (self._keyed or self._traced_key(i)):
             self.note_keys((i,), (a,))
         elif self.deep_tracked(i) and not isinstance(a, np.ndarray):
-            for part in (i if type(i) is tuple else (i,)):
-                if self.is_tracked(part):
-                    self.guard_value(part)
+            self._guard_index(i)
         if self.world and id(a) in self.world:  # `CACHE[k] = v` into a container of the world
             self.deps.add(effect_dep(f"an item of a {ta.__name__}"))
         a[i] = v
@@ -1042,6 +1073,8 @@ class Tracer(ViewTracking):
                     self.reach(v, f"global {name}")
             return v
         if id(o) in self.vars or (to is np.ndarray and name in _VIEW_ATTRS):
+            if to is TracedInt:
+                return intdata.attribute(self, o, name)
             if name in _BUFFER_ATTRS and _is_one_of(getattr(to, name, None), _BUFFER_DESCRIPTORS):
                 if name == "data":  # a.data is memoryview(a): an opaque value made from it, recorded
                     return self.call(builtins.memoryview, (o,), {})
@@ -1150,6 +1183,8 @@ class Tracer(ViewTracking):
         elif to is types.ModuleType and not is_library_module(o.__name__):
             self.deps.add(effect_dep(f"attribute {name!r} of module {o.__name__}"))
         setattr(o, name, v)
+        if self.ints is not None and id(o) not in self.born and intdata.holds_int(v):
+            self.ints.homes.append(("attr", o, name))  # a plain int goes back after the trace
 
     def _set_array_attr(self, a: np.ndarray, name: str, v: Any) -> None:
         """``a.shape = s`` on a traced array: ``a`` now stands for ``reshape(a, s)`` (same memory);
@@ -1230,6 +1265,10 @@ class Tracer(ViewTracking):
                 return r
         special = SPECIAL.get(id(f))
         if special is not None and special[0] is f:
+            if self.ints is not None:
+                if f is builtins.type and len(args) == 1 and type(args[0]) is TracedInt:
+                    return int
+                args, kwargs = intdata.at_call(self, f, args, kwargs, special=True)
             return special[1](self, args, kwargs)
         if isinstance(f, type):
             if self._is_pyclass(f) and (type(f) is type or self.dunder(type(f), "__call__") is _TYPE_CALL):
@@ -1388,6 +1427,8 @@ class Tracer(ViewTracking):
         stored = STORES_GLOBALS.get(id(inst.__code__))
         if stored:  # `global G; G = ...`: repeated only by tracing again
             self.deps.add(effect_dep("global " + ", ".join(map(repr, stored))))
+            if self.ints is not None:
+                self.ints.homes.append(("globals", fn.__globals__, stored))
         g = fn.__globals__
         for name in GLOBAL_NAMES.get(id(inst.__code__), ()):
             v = g.get(name, MISSING)
@@ -1431,6 +1472,36 @@ class Tracer(ViewTracking):
         self.deps.add(("layout", Identity(x), None, Identity((x.shape, x.dtype))))  # `W.shape = ...` in place
         self.track(x, v)
 
+    def reach_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any], deep: frozenset[int]) -> None:
+        """A transform called inside this trace (``grad(loss)(model, x)`` in a differentiated
+        function) reads its arguments natively, for its call key: what of them is the world (a
+        global dict of arrays, a model object) becomes a dependency of this trace and its arrays
+        live constants, as if the function had read them itself, so that no program goes stale."""
+        for i, a in enumerate(args):
+            self._reach_tree(a, Depth.OBJECTS if i in deep else Depth.REGISTERED)
+        self._reach_tree(kwargs, Depth.REGISTERED)
+
+    def _reach_tree(self, x: Any, depth: Depth) -> None:
+        tx = type(x)
+        if tx is np.ndarray or id(x) in self.vars:
+            return
+        if tx is list or tx is tuple or tx is dict or tx is collections.OrderedDict or \
+                isinstance(x, tuple) and hasattr(tx, "_fields"):
+            self.read_world(x)
+            for c in (x.values() if isinstance(x, dict) else x):
+                self._reach_tree(c, depth)
+            return
+        node = node_of(x, depth)
+        if node is None:
+            return
+        d = getattr(x, "__dict__", None)
+        if type(d) is dict:
+            for k, v in list(d.items()):
+                self._read_attr(x, k, v)
+        for c in node[2]:
+            self.reach(c, "argument")
+            self._reach_tree(c, depth)
+
     def read_world(self, c: Any) -> None:
         """The trace reads the items of ``c`` (indexing, iteration, a method): when ``c`` is a
         mutable container of the world, its items are a dependency, and what they hold is world."""
@@ -1453,6 +1524,8 @@ class Tracer(ViewTracking):
         elif new is object.__new__:
             obj = object.__new__(cls)
         else:
+            if self.ints is not None:  # C code reads the value (`class Size(int)`)
+                args, kwargs = intdata.at_call(self, new, args, kwargs)
             obj = new(cls, *args, **kwargs)
         self.born.add(id(obj))  # what the trace reads of it is not a dependency
         if isinstance(obj, cls):
@@ -1460,11 +1533,17 @@ class Tracer(ViewTracking):
             if isinstance(init, types.FunctionType):
                 self.call_python(init, (obj,) + args, kwargs)
             elif init is not None and init is not object.__init__:
+                if self.ints is not None:
+                    args, kwargs = intdata.at_call(self, init, args, kwargs)
                 init(obj, *args, **kwargs)
         return obj
 
     def call_prim(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call into code irad does not trace through: record it if traced values flow in."""
+        if self.ints is not None:  # an int argument: data for arithmetic, else the value is guarded
+            if intdata.is_numpy_data(f, args, kwargs):
+                return intdata.numpy_call(self, f, args)
+            args, kwargs = intdata.at_call(self, f, args, kwargs)
         if id(f) in self.vars and not isinstance(f, type):
             # a callable computed from traced values (np.poly1d(c)): it is an input of the call
             return self.call_prim(operator.call, (f,) + args, kwargs)
@@ -1801,7 +1880,7 @@ class Tracer(ViewTracking):
     def graph(self, inputs: tuple[Var, ...], outputs: Any, in_tree: Any, statics: tuple[tuple[int, Any], ...]) \
             -> Graph:
         self._flush_keys()
-        leaves, out_tree = flatten(outputs)
+        leaves, out_tree = flatten(outputs, depth=Depth.DATACLASSES)  # a returned dataclass is a pytree
         outs = tuple(self.atom(x) for x in leaves)
         from . import ops as irad_ops
         reads: list[Op] = []
@@ -2104,28 +2183,35 @@ _WORLD_SKIP = _FAST | {np.float32, np.int32, np.bool_, slice, range, types.Funct
 
 # ---- entry point ----------------------------------------------------------------------------
 
-def _arg_hints(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
+def _arg_hints(f: Callable[..., Any], in_tree: TreeDef) -> list[str]:
+    """Readable names of the leaves of ``(args, kwargs)`` (``params.W1``, ``model.layers[0].b``)."""
     try:
         params = list(inspect.signature(f).parameters)
     except (TypeError, ValueError):
         params = []
     hints: list[str] = []
-    for i, a in enumerate(args):
-        base = params[i] if i < len(params) else f"arg{i}"
-        hints.extend(flatten(a)[1].paths(base))
-    for k, a in kwargs.items():
-        hints.extend(flatten(a)[1].paths(k))
+    args_tree, kw_tree = in_tree.children
+    for i, a in enumerate(args_tree.children):
+        hints.extend(a.paths(params[i] if i < len(params) else f"arg{i}"))
+    for k, a in zip(kw_tree.keys, kw_tree.children):
+        hints.extend(a.paths(k))
     return hints
 
 
 def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                 constant: frozenset[int] = frozenset()) -> tuple[Graph, Tracer, Any]:
+                 constant: frozenset[int] = frozenset(), deep: frozenset[int] = frozenset(), ints: bool = True) \
+        -> tuple[Graph, Tracer, Any]:
     """Trace one call of ``f``.  Returns the graph, the tracer (trace-time values) and f's result.
-    Leaves at the flat positions in ``constant`` are not inputs but constants of the graph."""
+    Leaves at the flat positions in ``constant`` are not inputs but constants of the graph.
+    ``ints``: Python int leaves are inputs (``irad.intdata``; what ``irad.signature.call_key``
+    assumes), else constants, as ``irad.trace`` shows them.
+    ``deep``: the positions of the differentiated arguments, whose dataclasses and objects of the
+    user's classes are flattened too (``irad.pytree.Depth.OBJECTS``): ``f`` gets copies of them."""
     name = getattr(f, "__name__", type(f).__name__)
     t = Tracer(name)
-    leaves, in_tree = flatten((args, kwargs))
-    hints = _arg_hints(f, args, kwargs)
+    originals: list[Any] = []
+    leaves, in_tree = flatten_args(args, kwargs, deep, originals)
+    hints = _arg_hints(f, in_tree)
     new_leaves, inputs, statics = [], [], []
     for i, x in enumerate(leaves):
         if isinstance(x, np.ndarray) and type(x) is not np.ndarray and foreign_array(type(x)):
@@ -2138,10 +2224,18 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
             y, v = t.input(x, hints[i] if i < len(hints) else f"x{i}")
             new_leaves.append(y)
             inputs.append(v)
+        elif ints and intdata.is_int_leaf(x) and i not in constant:  # data unless it shapes the program
+            y, v = t.int_input(x, hints[i] if i < len(hints) else f"x{i}")
+            new_leaves.append(y)
+            inputs.append(v)
         else:
             new_leaves.append(x)
             statics.append((i, x))
-    targs, tkwargs = unflatten(in_tree, new_leaves)
+    copies: list[Any] = []
+    targs, tkwargs = unflatten(in_tree, new_leaves, copies)
+    # NOTE: everything a copy holds is a leaf (an input, or a static in the cache key) or static
+    # structure: reading it is no dependency, as for objects the function makes
+    t.born.update(id(c) for c in copies)
     for _, x in statics:  # an object argument (a config, a model): what the trace reads of it is a dependency
         if not isinstance(x, np.ndarray):
             t.reach(x, "argument")
@@ -2153,13 +2247,17 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     gc.disable()
     try:
         result = t.call(f, tuple(targs), dict(tkwargs))
-        after, after_tree = flatten((targs, tkwargs))
+        after, after_tree = flatten_args(targs, tkwargs, deep)
         if after_tree != in_tree or any(a is not b for a, b in zip(after, new_leaves)):
             raise MutationError(
-                f"{name} changes an argument container in place (an item or key of a list or dict it was passed): "
-                "irad passes a compiled program the leaves of its arguments, so that change would not reach "
-                "the caller", "", "return the new value instead, or copy the container inside the function")
-        fresh = [y for i, y in enumerate(new_leaves) if trackable(leaves[i]) and i not in constant]
+                f"{name} changes an argument container in place (an item or key of a list or dict it was passed, "
+                "or an attribute of an object it differentiates): irad passes a compiled program the leaves of its "
+                "arguments, and the function a copy of such an object, so that change would not reach the caller",
+                "", "return the new value instead, or copy the container inside the function")
+        if originals:  # (one also passed as a static argument is read as that argument: not behind a copy)
+            _no_reads_behind_copies(t, f, [o for o in originals if all(o is not x for _, x in statics)])
+        fresh = [y for i, y in enumerate(new_leaves)
+                 if (trackable(leaves[i]) or (ints and intdata.is_int_leaf(leaves[i]))) and i not in constant]
         for k, (y, v) in enumerate(zip(fresh, inputs)):
             if isinstance(y, np.ndarray) and t.vars.get(id(y)) is not v:
                 t.mutated_inputs.append((k, t.atom(y)))
@@ -2168,7 +2266,25 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         hooks.TRACER.set(prev)
         if gc_was_enabled:
             gc.enable()
+        intdata.release(t)
     return g, t, result
+
+
+def _no_reads_behind_copies(t: Tracer, f: Callable[..., Any], originals: list[Any]) -> None:
+    """A differentiated object reaches ``f`` as a copy whose attributes are the graph's inputs; a
+    read of the original's attributes (through a global, a closure, a method bound to it and
+    stored on it) would be a constant with no gradient: an error, never a silently partial gradient."""
+    ids = {id(o) for o in originals}
+    for d in t.deps:
+        if d[0] == "inst" and id(d[1].value) in ids:
+            from .api import _def_site
+            o, name = d[1].value, getattr(f, "__name__", type(f).__name__)
+            raise GradError(f"{name} reads attribute {d[2]!r} of the {type(o).__qualname__} object it "
+                            "differentiates through another reference to that object (a global, a closure, or a "
+                            "method bound to it and stored on it, like self.act = self.relu): irad differentiates "
+                            "the argument, which the function gets as a copy, so that read would get no gradient"
+                            f"\n  at {_def_site(f) or name}\n  use the argument only (store plain functions, "
+                            "not bound methods, as attributes), or pass the other object as a separate argument")
 
 
 def trace(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -2176,9 +2292,10 @@ def trace(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     if not args and not kwargs:
         @functools.wraps(f)
         def curried(*a: Any, **k: Any) -> Graph:
-            return trace_values(f, a, k)[0]
+            return trace_values(f, a, k, ints=False)[0]
         return curried
-    return trace_values(f, args, kwargs)[0]
+    # NOTE: the graph of this one call: its ints are constants (a compiled program takes them as inputs)
+    return trace_values(f, args, kwargs, ints=False)[0]
 
 
 def _bind_capture() -> None:

@@ -18,6 +18,8 @@ import linecache
 import os
 import random
 import re
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +35,9 @@ def run_doc(path: Path) -> list[tuple[re.Match[str], str]]:
     """Run the python blocks of one doc; (match, what it printed) for each block that ran."""
     module = path.stem + "_md"
     filename = module + ".py"
-    ns: dict[str, object] = {"__name__": module}
+    mod = types.ModuleType(module)  # NOTE: a real module: dataclasses look theirs up in sys.modules
+    sys.modules[module] = mod
+    ns: dict[str, object] = mod.__dict__
     np.random.seed(0)
     random.seed(0)
     source = ""
@@ -48,7 +52,7 @@ def run_doc(path: Path) -> list[tuple[re.Match[str], str]]:
         buf = io.StringIO()
         try:
             with contextlib.redirect_stdout(buf):
-                exec(compile("\n" * offset + code, filename, "exec"), ns)
+                exec(compile("\n" * offset + code, filename, "exec", dont_inherit=True), ns)
         except Exception as e:
             raise AssertionError(f"{path.name}: example raised {type(e).__name__}: {e}\n{code}\n"
                                  f"printed so far:\n{buf.getvalue()}") from e
