@@ -24,6 +24,7 @@ import numpy as np
 
 from . import ops as irad_ops
 from .errors import GradError, NoRuleError
+from .pytree import Depth, flatten, flatten_args, unflatten
 from .ir import STATE, ArrayT, Const, Graph, Op, ScalarT, Var, const, is_differentiable, map_atoms
 from .rules import registry
 from .rules.registry import Rule
@@ -45,25 +46,29 @@ class JvpCall:
     tangents become zeros, and each tangent takes its primal's shape and dtype (a scalar rule's
     ``xdot * d`` has the shape of the argument, not the broadcast output)."""
 
-    def __init__(self, rule: Rule, unpack: bool) -> None:
+    def __init__(self, rule: Rule, unpack: bool, tangent_only: bool = False) -> None:
         self.rule = rule
         self.unpack = unpack
-        self.__name__ = self.__qualname__ = "".join(c if c.isalnum() else "_" for c in rule.name) + "_jvp"
+        self.tangent_only = tangent_only  # (the primal is its own op: linearize keeps it out of the linear half)
+        self.__name__ = self.__qualname__ = "".join(c if c.isalnum() else "_" for c in rule.name) + \
+            ("_tangent" if tangent_only else "_jvp")
 
     def __call__(self, tangents: tuple[Any, ...], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         y, ydot = self.rule.jvp(tangents, *args, **kwargs)  # type: ignore[misc]
         if self.unpack:
-            from .pytree import flatten
             ys = flatten(y)[0]
             ds = flatten(ydot, is_leaf=lambda x: x is None)[0] if ydot is not None else [None] * len(ys)
-            return tuple(ys) + tuple(fit_tangent(d, p) for d, p in zip(ds, ys))
-        return y, fit_tangent(ydot, y)
+            dots = tuple(fit_tangent(d, p) for d, p in zip(ds, ys))
+            return dots if self.tangent_only else tuple(ys) + dots
+        return (fit_tangent(ydot, y),) if self.tangent_only else (y, fit_tangent(ydot, y))
 
 
 def fit_tangent(t: Any, y: Any) -> Any:
     """``t`` as a tangent of ``y``: zeros for ``None``, broadcast to ``y``'s shape, ``y``'s dtype."""
     if t is None:
-        return irad_ops.zeros_like(y)
+        if type(y) in (bool, int, float, complex):
+            return type(y)(0)
+        return np.zeros_like(y)[()] if isinstance(y, np.generic) else irad_ops.zeros_like(y)
     if isinstance(y, np.ndarray):
         if not isinstance(t, np.ndarray):
             t = np.asarray(t)
@@ -94,6 +99,7 @@ class _Builder:
         self.next_id = 1 + max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs] + [-1])
         self.tan: dict[int, Any] = {}  # primal var id -> tangent atom
         self.sub: dict[int, Any] = {}  # var id of g -> the atom that replaces it (a derived op's primal)
+        self.assumed: list[Any] = []  # what traced rule bodies read from the world (``Graph.assumed``)
 
     def fresh(self, type_: Any, hint: str = "") -> Var:
         v = Var(self.next_id, type_, hint)
@@ -139,7 +145,7 @@ def forward(g: Graph, values: dict[int, Any], wrt: Sequence[int]) -> JVPGraph:
             t = _zero_tangent(b, o, orig)
         touts.append(t)
     jg = Graph(g.name, g.inputs + tuple(tangent_inputs), tuple(b.ops), outs + tuple(touts), None, None, g.statics,
-               g.provenance + ("forward mode",))
+               g.provenance + ("forward mode",), g.assumed + tuple(dict.fromkeys(b.assumed)))
     return JVPGraph(jg, len(outs), tuple(wrt), tuple(tangent_inputs))
 
 
@@ -238,6 +244,8 @@ def _structural(b: _Builder, op: Op) -> bool:
                 return False
             elif isinstance(a, Var) and isinstance(a.type, ArrayT) and not a.type.scalar:
                 parts.append(_emit(b, irad_ops.zeros_like, "irad.ops.zeros_like", (a,), a.type, a.hint + "_dot", op))
+            elif isinstance(a, Const) and np.ndim(a.value):  # an array constant keeps its shape in the sum
+                parts.append(const(np.zeros_like(a.value)))
             else:
                 parts.append(const(0.0))
         _set_tangent(b, op, _emit(b, op.fn, op.prim, tuple(parts), y.type, _dot_hint(y), op, op.kwargs))
@@ -314,10 +322,11 @@ def _emit_jvp(b: _Builder, op: Op, rule: Rule) -> None:
     call = JvpCall(rule, bool(op.unpack))
     if _splice_jvp(b, op, call, tans):
         return
+    b.ops.append(op)  # the primal stays its own op; the form's call computes the tangents
     touts = tuple(b.fresh(o.type, (o.hint or f"t{o.id}") + "_dot") for o in op.outs)
-    paths = tuple((k,) for k in range(2 * len(op.outs))) if op.unpack else ((0,), (1,))
     b.ops.append(Op("rule_jvp", (tans,) + op.args, (("_rule", Const(rule, STATE)),) + op.kwargs,
-                    op.outs + touts, call, op.loc, paths))
+                    touts, JvpCall(rule, bool(op.unpack), tangent_only=True), op.loc,
+                    tuple((k,) for k in range(len(touts)))))
     for o, t in zip(op.outs, touts):
         if is_differentiable(o.type):
             b.tan[o.id] = t
@@ -346,6 +355,7 @@ def _splice_jvp(b: _Builder, op: Op, call: JvpCall, tans: tuple[Any, ...]) -> bo
                                  if isinstance(a, Var)):
         return False
     b.next_id = sp.next_id
+    b.assumed.extend(sp.deps)
     b.ops.extend(ops)
     for o, y, t in zip(op.outs, outs[:n], outs[n:]):
         if not (isinstance(y, Var) and y.id == o.id):
@@ -414,6 +424,7 @@ def _derive(b: _Builder, op: Op, rule: Rule) -> None:
     tout_atoms = tr.graph.outputs[len(lin.outputs):]
     final = tr.graph.replace(outputs=tuple(primals) + tuple(tout_atoms))
     final = irad_passes.run(final)  # (inlines the rules the second transform introduced)
+    b.assumed.extend(jg.assumed + final.assumed)
     primals, tout_atoms = final.outputs[:n], final.outputs[n:]
     ren: dict[int, Any] = {v.id: v for v in inputs}
     for y in joint.ybar_inputs:  # the pullback's seeds: it is linear in them, and they are dead here
@@ -467,7 +478,6 @@ class TransposedPullback:
 
     def __call__(self, state: Any, y: Any, tangents: tuple[Any, ...]) -> Any:
         from .api import vjp
-        from .pytree import flatten, unflatten
         ybar0 = unflatten(flatten(y)[1], [irad_ops.zeros_like(v) for v in flatten(y)[0]])
         cots, pb = vjp(self._pullback_of, ybar0, state)
         seed = []
@@ -542,7 +552,6 @@ class JVPProgram:
 
     def outputs(self, flat: Sequence[Any]) -> tuple[Any, Any, Any]:
         """``(y, ydot, aux)`` from the program's flat outputs (``aux`` None without has_aux)."""
-        from .pytree import unflatten
         n = self.n_out
         if self.aux_tree is None:
             return unflatten(self.out_tree, flat[:n]), unflatten(self.out_tree, flat[n:]), None
@@ -572,6 +581,11 @@ def _programs(f: Any) -> Any:
     return per_f
 
 
+def _all(primals: tuple[Any, ...]) -> frozenset[int]:
+    """Every primal takes a tangent: its dataclasses and model objects are pytrees (as in ``vjp``)."""
+    return frozenset(range(len(primals)))
+
+
 def _select(f: Callable[..., Any], primals: tuple[Any, ...], run: Callable[[JVPProgram, list[Any]], Any],
             has_aux: bool = False, argnums: tuple[int, ...] | None = None) -> tuple[JVPProgram, Any]:
     """The cached program for this call whose assumptions hold and whose guards pass when ``run``
@@ -579,7 +593,7 @@ def _select(f: Callable[..., Any], primals: tuple[Any, ...], run: Callable[[JVPP
     these positional arguments take tangents (None: all)."""
     from .errors import GuardError
     from .signature import call_key
-    key, leaves = call_key(primals, {})
+    key, leaves = call_key(primals, {}, _all(primals))
     if has_aux or argnums is not None:
         key = (has_aux, argnums, key)
     per_f = _programs(f)
@@ -594,7 +608,7 @@ def _select(f: Callable[..., Any], primals: tuple[Any, ...], run: Callable[[JVPP
         except GuardError:
             failed = "a guard"
     prog = _compile_jvp(f, primals, has_aux, argnums)
-    key = call_key(primals, {})[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
+    key = call_key(primals, {}, _all(primals))[0]  # NOTE: the trace may have registered rules (a lazy SciPy table)
     per_f.add(_owner(f, (has_aux, argnums, key) if has_aux or argnums is not None else key)[1], prog, failed)
     return prog, run(prog, leaves)
 
@@ -612,23 +626,22 @@ def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool 
     from .api import _check_numbers, split
     from .errors import MutationError
     from .lower import lower
-    from .pytree import flatten
     from .signature import Assumptions, effect_dep
     from .trace import trace_values
 
-    g, tracer, _ = trace_values(f, primals, {})
+    g, tracer, _ = trace_values(f, primals, {}, deep=_all(primals))
     name = getattr(f, "__name__", "f")
     _check_numbers(f, list(g.outputs), "jvp")
     if tracer.mutated_inputs or tracer.mutated_world:
         raise MutationError(f"jvp of {name}: the function updates an argument, or an array it reads from globals, "
                             "closures or attributes, in place; work on a copy")
-    leaves = flatten((primals, {}))[0]
+    leaves = flatten_args(primals, {}, _all(primals))[0]
     statics = {i for i, _ in g.statics}
     dyn_pos = [i for i in range(len(leaves)) if i not in statics]
     selected: set[int] = set()
     start = 0
     for a, p in enumerate(primals):
-        n_leaves = flatten(p)[1].num_leaves
+        n_leaves = flatten(p, depth=Depth.OBJECTS)[1].num_leaves
         if argnums is None or a in argnums:
             selected.update(range(start, start + n_leaves))
         start += n_leaves
@@ -651,7 +664,7 @@ def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool 
     fwd_low, lin_low = lower(fwd_g, f"{name}_linearized"), lower(lin_g, f"{name}_linear")
     deps = tuple(tracer.deps) + ((effect_dep("an attribute"),) if tracer.attr_writes else ())
     return JVPProgram(low.fn, low.source, opt, dyn_pos, tan_pos, jg.n_outputs, out_tree, list(leaves),
-                      Assumptions(deps), fwd_low.fn, lin_low.fn, lin_low.source, n_res, aux_tree)
+                      Assumptions(deps + opt.assumed), fwd_low.fn, lin_low.fn, lin_low.source, n_res, aux_tree)
 
 
 def _tangent_leaves(prog: JVPProgram, f: Any, primals: tuple[Any, ...], tangents: Any,
@@ -659,7 +672,6 @@ def _tangent_leaves(prog: JVPProgram, f: Any, primals: tuple[Any, ...], tangents
     """The tangents of the float leaves, in the program's order, checked against the primals
     (``argnums``: ``tangents`` has one entry per selected argument)."""
     from .api import _def_site
-    from .pytree import flatten
     n = len(primals) if argnums is None else len(argnums)
     if type(tangents) not in (tuple, list) or len(tangents) != n:
         raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: tangents must be a tuple with one "
@@ -670,8 +682,8 @@ def _tangent_leaves(prog: JVPProgram, f: Any, primals: tuple[Any, ...], tangents
         for a, t in zip(argnums, tangents):
             full[a] = t
         tangents = full
-    pl, ptree = flatten((tuple(primals), {}))
-    tl, ttree = flatten((tuple(tangents), {}))
+    pl, ptree = flatten_args(tuple(primals), {}, _all(primals))
+    tl, ttree = flatten_args(tuple(tangents), {}, _all(primals))
     if ptree != ttree:
         raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: the tangents have structure "
                         f"{ttree}, the primals {ptree}")
@@ -718,7 +730,6 @@ def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> An
     """``y, f_jvp = linearize(f, *primals)``: ``f_jvp(*tangents)`` is ``J·tangents`` at ``primals``,
     computed from residuals saved by one forward run (the primal is not recomputed per call).
     With ``has_aux=True``: ``(y, f_jvp, aux)``."""
-    from .pytree import unflatten
     prog, flat = _select(f, primals, lambda p, leaves: p.lin_fwd(*[leaves[i] for i in p.dyn_pos]), has_aux)
     n = prog.n_out
     y, _, aux = prog.outputs(list(flat[:n]) + [None] * prog.out_tree.num_leaves)
@@ -735,14 +746,15 @@ def _jvp_traced(tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     """``jvp`` called on traced values (``grad`` of a function that calls ``jvp``): compile
     untraced, then run the program under the tracer, which records its ops like user code."""
     from .hooks import paused
-    from .pytree import flatten, unflatten
     f, primals, tangents = args[0], tuple(args[1]), args[2]
     has_aux = bool(kwargs.get("has_aux", False))
     with paused():
         prog = jvp_program(f, primals, has_aux)
     tracer.deps.update(prog.assumptions.deps)
-    leaves = flatten((primals, {}))[0]
-    tl = flatten((tuple(tangents), {}))[0]
+    deep = _all(primals)
+    tracer.reach_arguments(primals, {}, deep)
+    leaves = flatten_args(primals, {}, deep)[0]
+    tl = flatten_args(tuple(tangents), {}, deep)[0]
     flat = tracer.call(prog.fn, tuple(leaves[i] for i in prog.dyn_pos) + tuple(tl[i] for i in prog.tan_pos), {})
     y, ydot, aux = prog.outputs(flat)
     return (y, ydot, aux) if has_aux else (y, ydot)

@@ -307,6 +307,10 @@ class Graph:
     out_tree: TreeDef | None = None
     statics: tuple[tuple[int, Any], ...] = ()
     provenance: tuple[str, ...] = ()
+    #: what code that a pass traced into the graph read from the world (an inlined rule body's
+    #: globals and closures: ``irad.signature`` deps); a program compiled from the graph checks
+    #: them on every call, as it checks its own trace's
+    assumed: tuple[Any, ...] = field(default=(), compare=False)
 
     @property
     def guards(self) -> list[Op]:

@@ -335,7 +335,7 @@ class _Emitter:
                 return [f"{self.var(ys[0])}, {self.var(s)} = {rhs}  # {_comment(rule.name)}{loc[3:] and ' at' + loc[3:]}"]
             tmp = self.fresh("y")
             return [f"{tmp}, {self.var(s)} = {rhs}  # {_comment(rule.name)}",
-                    f"{', '.join(self.var(y) for y in ys)}, = _leaves({tmp})"]
+                    f"{', '.join(self.var(y) for y in ys)}, = _leaves({tmp})", f"del {tmp}"]
         if op.prim in ("pullback", "call_pullback"):
             rule = op.kw("_rule")
             f = self.obj(op.fn, _hint(op.fn, "pullback"))
@@ -349,6 +349,7 @@ class _Emitter:
             lines = [f"{tmp} = {rhs}{note}"]
             for o, path in zip(outs, op.unpack):
                 lines.append(f"{o} = {tmp}{''.join(f'[{self.lit(k)}]' for k in path)}")
+            lines.append(f"del {tmp}")  # NOTE: the tuple would keep every cotangent alive to the end
             return lines
         rhs = self.call(op)
         if not op.outs:

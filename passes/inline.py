@@ -14,6 +14,7 @@ import numpy as np
 
 from irad.ir import GUARD_PRIMS, ArrayT, Const, Graph, Loc, Op, ScalarT, Var, const, map_atoms
 from irad.pytree import TreeDef, flatten
+from irad.signature import Assumptions
 
 
 class _Skip(Exception):
@@ -91,6 +92,9 @@ class _Splicer:
     def __init__(self, next_id: int) -> None:
         self.next_id = next_id
         self.rng = np.random.default_rng(0)
+        #: what the traced bodies read from the world: the host program must check it too (a
+        #: user rule's pullback that reads a global must not keep the old value baked in)
+        self.deps: list[Any] = []
 
     def splice(self, fn: Any, host_args: tuple[Any, ...], host_kwargs: dict[str, Any], samples: dict[int, Any],
                loc: Any, keep: Any = None) -> tuple[list[Op], list[Any], TreeDef, list[Any]]:
@@ -122,6 +126,8 @@ class _Splicer:
                              if not isinstance(leaf, Var) and id(leaf) not in live)
         key = _body_key(fn, host_tree, host_leaves, live)
         hit = _BODIES.get(key) if key is not None else None
+        if hit is not None and not isinstance(hit, Exception) and hit[2].check() is not None:
+            hit = None  # the world the body read changed (a rule reads a global that was rebound)
         if hit is None:
             with np.errstate(all="ignore"):
                 try:
@@ -129,14 +135,15 @@ class _Splicer:
                 except Exception as e:  # the body cannot run on sample values: keep the call
                     hit = e
                 else:
-                    hit = (g, tracer.values)
+                    hit = (g, tracer.values, Assumptions(_user_deps(tuple(tracer.deps))))
             if key is not None:
                 if len(_BODIES) >= _BODIES_MAX:
                     _BODIES.clear()
                 _BODIES[key] = hit
         if isinstance(hit, Exception):
             raise _Skip(f"its body failed on sample values: {type(hit).__name__}: {hit}") from hit
-        g, values = hit
+        g, values, assumed = hit
+        self.deps.extend(assumed.deps)
         for op in g.ops:
             if op.prim in GUARD_PRIMS or op.prim.startswith(("numpy.random", "builtins.print")):
                 raise _Skip(f"value-dependent control flow or effects in the rule body: {op.prim} at {op.loc}")
@@ -181,6 +188,33 @@ class _Splicer:
         return ops, outs_atoms, g.out_tree or flatten(None)[1], out_values
 
 
+def _user_deps(deps: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The dependencies of a traced rule body that can change: irad's and numpy's own globals,
+    the code and closure cells of their functions, and containers reached from those are not
+    user state (``irad.signature.LIBRARY_ROOTS``); a user rule's reads of its own module's
+    globals and closures are.  Every cached program checks its deps on every call: keeping the
+    library's out keeps that check as short as the trace's own."""
+    from irad.signature import Dep, is_library_module
+    lib_cells: set[int] = set()
+    lib_values: set[int] = set()
+    kept = []
+    for dep in deps:
+        d = Dep(*dep)
+        if d.kind == "function":
+            fn = d.obj() if callable(d.obj) else None
+            if fn is not None and is_library_module(getattr(fn, "__module__", None) or ""):
+                lib_cells.update(id(c) for c in (fn.__closure__ or ()))
+                continue
+        elif d.kind == "global":
+            namespace = getattr(d.obj, "value", None)
+            if isinstance(namespace, dict) and is_library_module(str(namespace.get("__name__", ""))):
+                lib_values.add(id(getattr(d.expected, "value", None)))
+                continue
+        kept.append(d)
+    return tuple(d for d in kept if not (d.kind == "cell" and id(getattr(d.obj, "value", None)) in lib_cells)
+                 and not (d.kind == "contents" and id(getattr(d.obj, "value", None)) in lib_values))
+
+
 def _leaf_index(tree: TreeDef, path: tuple[Any, ...]) -> int | None:
     """Flat leaf index of ``path`` in ``tree`` (None when the path holds no single leaf)."""
     offset = 0
@@ -201,7 +235,8 @@ def inline_pullbacks(g: Graph) -> Graph:
     After:  ``%3 = numpy.tanh(%2)`` ... ``%10 = operator.mul(%3, %3)``, ``%11 = operator.sub(1, %10)``,
     ``%9 = operator.mul(%8, %11)`` (the ops of the rule's named functions).
     """
-    plans = plan_rules(g)
+    deps: list[Any] = []
+    plans = plan_rules(g, deps=deps)
     if not plans:
         return g
     env: dict[int, Any] = {}  # old var id -> replacement atom
@@ -226,18 +261,19 @@ def inline_pullbacks(g: Graph) -> Graph:
                 env[old] = sub(atom)
     outputs = tuple(map_atoms(o, sub) for o in g.outputs)
     n_rules = sum(1 for k, op in enumerate(g.ops) if op.prim == "rule_fwd" and k in plans)
-    return g.replace(ops=tuple(new_ops), outputs=outputs,
+    return g.replace(ops=tuple(new_ops), outputs=outputs, assumed=g.assumed + tuple(dict.fromkeys(deps)),
                      provenance=g.provenance + (f"after inline_pullbacks: inlined {n_rules} rules",))
 
 
 Plan = tuple[list[Op], list[tuple[int, Any]]]  # spliced ops, (old var id, new atom) bindings
 
 
-def plan_rules(g: Graph, reasons: dict[int, str] | None = None) -> dict[int, Plan]:
+def plan_rules(g: Graph, reasons: dict[int, str] | None = None, deps: list[Any] | None = None) -> dict[int, Plan]:
     """For each rule_fwd whose state only feeds its pullbacks: the spliced ops of the forward and of
     every pullback (keyed by op index), or nothing when any of them cannot be inlined; then
-    ``reasons`` (when given) says why, for the forward and each of its pullbacks.  The ONNX
-    exporter uses the same plans to write a rule as named functions instead of splicing it."""
+    ``reasons`` (when given) says why, for the forward and each of its pullbacks; ``deps`` (when
+    given) receives what the traced bodies read from the world.  The ONNX exporter uses the same
+    plans to write a rule as named functions instead of splicing it."""
     fwd_at = {op.outs[-1].id: k for k, op in enumerate(g.ops) if op.prim == "rule_fwd"}
     pullbacks: dict[int, list[int]] = {}
     blocked: dict[int, str] = {}  # state id -> why the rule stays a call
@@ -327,6 +363,8 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None) -> dict[int, Pla
             continue
         plans[k] = (ops, binds)
         plans.update(pb_plans)
+    if deps is not None:
+        deps.extend(sp.deps)
     return plans
 
 

@@ -65,7 +65,30 @@ def _fd(f, primals: tuple, tangents: tuple, eps: float) -> list:
             for a, b in zip(flatten(up)[0], flatten(dn)[0])]
 
 
+def _declared_types_hold(f, primals: tuple, tangents: tuple) -> None:
+    """Run the optimised JVP graph op by op: every value has the type its var declares (later
+    transforms, batching above all, trust the declared shapes)."""
+    from irad.forward import _tangent_leaves, jvp_program
+    from irad.ir import ArrayT, ScalarT, bind_outputs, map_atoms, typeof
+    from irad.pytree import flatten_args
+    prog = jvp_program(f, primals)
+    leaves = flatten_args(primals, {}, frozenset(range(len(primals))))[0]
+    env = dict(zip((v.id for v in prog.graph.inputs),
+                   [leaves[i] for i in prog.dyn_pos] + _tangent_leaves(prog, f, primals, tangents)))
+    for op in prog.graph.ops:
+        get = lambda a: env[a.id] if isinstance(a, irad.Var) else a.value  # noqa: E731
+        r = op.fn(*[map_atoms(a, get) for a in op.args], **{k: map_atoms(a, get) for k, a in op.kwargs if k[0] != "_"})
+        bind_outputs(op, r, env)
+        for o in op.outs:
+            if isinstance(o.type, (ArrayT, ScalarT)) and o.id in env:
+                t = typeof(env[o.id])
+                if isinstance(t, ArrayT) and isinstance(o.type, ArrayT) and t.shape == ():
+                    t = ArrayT(t.dtype, (), o.type.scalar)  # (a 0-d array and a numpy scalar compute alike)
+                assert t == o.type, f"{op.prim} declares {o.type}, computes {t}"
+
+
 def _check_jvp(f, primals: tuple, tangents: tuple, rtol: float = 1e-5, atol: float = 1e-7, eps: float = 1e-6):
+    _declared_types_hold(f, primals, tangents)
     for _ in range(2):  # the second call runs the cached program
         y, ydot = irad.jvp(f, primals, tangents)
     want_y = f(*primals)
