@@ -14,8 +14,10 @@ and plain numpy/SciPy:
   go to ``irad.grad``/``irad.value_and_grad``/``irad.vjp``; ``wrap_util.unary_to_nary`` is
   autograd's plain-Python argument plumbing;
 - ``test_util.check_grads(f, argnum, modes, order)(*args)`` is
-  ``irad.testing.check_grads(f, *args, argnums=argnum, order=order)`` (reverse mode, irad's
-  tolerances); ``combo_check``, ``scalar_close`` and ``check_equivalent`` as in autograd.
+  ``irad.testing.check_grads(f, *args, argnums=argnum, order=order)`` for reverse mode (irad's
+  tolerances) and, for ``"fwd"``, irad's JVP against central differences at order 1;
+  ``jacobian``/``hessian``/``hessian_vector_product``/``make_jvp``/``deriv``/``checkpoint`` go to
+  irad's; ``combo_check``, ``scalar_close`` and ``check_equivalent`` as in autograd.
 
 A test is *not applicable* (n/a), rather than a failure of irad, when it reaches autograd API that
 irad does not have: the shim raises ``NotInIrad`` for differential operators irad lacks
@@ -226,6 +228,47 @@ if hasattr(irad, "elementwise_grad"):  # irad since issue 15's first part
         return _noting(irad.elementwise_grad(fun, argnum))
 
 
+if hasattr(irad, "jacobian"):  # irad since issue 15's Jacobians
+    def jacobian(fun: Callable[..., Any], argnum: Argnum = 0) -> Callable[..., Any]:
+        """autograd's ``jacobian(f, argnum)``: out.shape + in.shape, as irad's (jacrev)."""
+        return _noting(irad.jacobian(fun, _nums(argnum)))
+
+    def hessian(fun: Callable[..., Any], argnum: Argnum = 0) -> Callable[..., Any]:
+        return _noting(irad.hessian(fun, _nums(argnum)))
+
+    def hessian_vector_product(fun: Callable[..., Any], argnum: Argnum = 0) -> Callable[..., Any]:
+        """``hessian_vector_product(f, argnum)(*args, v)``: irad.hvp (forward over reverse)."""
+        return _noting(irad.hvp(fun, _nums(argnum)))
+
+
+if hasattr(irad, "jvp"):  # irad since issue 15's forward mode
+    def make_jvp(fun: Callable[..., Any], argnum: int = 0) -> Callable[..., Callable[[Any], tuple[Any, Any]]]:
+        """``make_jvp(f, argnum)(*args)(v) -> (ans, J v)``, from irad's forward mode."""
+        from irad.forward import jvp_wrt
+
+        def at(*args: Any) -> Callable[[Any], tuple[Any, Any]]:
+            def jvp(v: Any) -> tuple[Any, Any]:
+                irad_call()
+                return jvp_wrt(fun, tuple(args), (argnum,), (v,))
+            return jvp
+        return at
+
+    def deriv(fun: Callable[..., Any], argnum: int = 0) -> Callable[..., Any]:
+        """autograd's ``deriv``: the JVP with a tangent of ones."""
+        import numpy as np
+
+        def d(*args: Any) -> Any:
+            x = args[argnum]
+            ones = type(x)(1) if type(x) in (float, complex) else np.ones_like(x)
+            return make_jvp(fun, argnum)(*args)(ones)[1]
+        return d
+
+
+if hasattr(irad, "checkpoint"):
+    def checkpoint(fun: Callable[..., Any]) -> Callable[..., Any]:
+        return irad.checkpoint(fun)
+
+
 if "has_aux" in inspect.signature(irad.grad).parameters:  # irad since d98f0a2
     def grad_and_aux(fun: Callable[..., Any], argnum: Argnum = 0) -> Callable[..., Any]:
         """autograd's ``grad_and_aux(f)(*args) -> (grad, aux)``: irad's grad(has_aux=True), same layout."""
@@ -252,7 +295,7 @@ for _name in ("checkpoint", "elementwise_grad", "grad_and_aux", "grad_named", "h
               "multigrad_dict", "tensor_jacobian_product"):  # unless this irad has it (_api defines it)
     globals()[_name] = getattr(_api, _name, None) or Unavailable(_name, NotInIrad)
 for _name in ("deriv", "make_jvp"):
-    globals()[_name] = Unavailable(_name, ForwardModeOnly)
+    globals()[_name] = getattr(_api, _name, None) or Unavailable(_name, ForwardModeOnly)
 globals()["primitive"] = Unavailable("primitive", AutogradOnly)
 # autograd's containers: the builtins themselves (irad traces plain containers), or refused
 from .builtins import dict, isinstance, list, tuple, type  # noqa: E402,F401  (last: they shadow builtins)
@@ -324,8 +367,6 @@ from ._common import ForwardModeOnly, irad_call, module_getattr
 
 TOL = 1e-6
 RTOL = 1e-6
-#: keywords of irad's check_grads: a function's own keyword of that name is bound first
-_CHECKER_KEYWORDS = frozenset({"f", "order", "argnums", "eps", "rtol", "atol", "seed"})
 
 __getattr__ = module_getattr("test_util", forward=frozenset({"check_jvp", "make_numerical_jvp"}))
 
@@ -336,22 +377,62 @@ def scalar_close(a: Any, b: Any) -> bool:
 
 def check_grads(f: Callable[..., Any], argnum: int | Sequence[int] = 0, modes: Sequence[str] = ("fwd", "rev"),
                 order: int = 2) -> Callable[..., None]:
-    """autograd's ``check_grads(f, argnum, modes, order)(*args, **kwargs)``; the forward-mode half
-    is dropped, a check with no reverse mode is not applicable."""
+    """autograd's ``check_grads(f, argnum, modes, order)(*args, **kwargs)``: reverse mode to
+    ``order`` with irad's checker, forward mode at order 1 (``_check_fwd``); keyword arguments are
+    bound to ``f`` first."""
     assert all(m in ("fwd", "rev") for m in modes)
 
     def check(*args: Any, **kwargs: Any) -> None:
-        if "rev" not in modes:
+        if "rev" not in modes and not hasattr(irad, "jvp"):
             raise ForwardModeOnly(f"check_grads(modes={list(modes)}) checks forward mode only")
         irad_call()
         fun = f
-        if set(kwargs) & _CHECKER_KEYWORDS:
+        if kwargs:
             fun = functools.partial(f, **kwargs)
             fun.__name__ = getattr(f, "__name__", "f")  # type: ignore[attr-defined]
             kwargs = {}
         nums = argnum if type(argnum) is int else tuple(argnum)
-        irad.testing.check_grads(fun, *args, argnums=nums, order=order, **kwargs)
+        if "rev" in modes:
+            irad.testing.check_grads(fun, *args, argnums=nums, order=order)
+        if "fwd" in modes and hasattr(irad, "jvp"):
+            _check_fwd(fun, args, (nums,) if type(nums) is int else nums)
     return check
+
+
+def _check_fwd(fun: Callable[..., Any], args: tuple[Any, ...], nums: tuple[int, ...]) -> None:
+    """Forward mode at order 1: irad's JVP along a random direction against central differences."""
+    from irad.forward import jvp_wrt
+    from irad.pytree import flatten, unflatten
+    rng = np.random.default_rng(0)
+
+    def rand(x: Any) -> Any:
+        if type(x) in (float, int):
+            return float(rng.standard_normal())
+        if type(x) is complex or np.iscomplexobj(x):
+            t = rng.standard_normal(np.shape(x)) + 1j * rng.standard_normal(np.shape(x))
+            return complex(t) if type(x) is complex else np.asarray(t, dtype=np.asarray(x).dtype)
+        return np.asarray(rng.standard_normal(np.shape(x)), dtype=np.result_type(np.asarray(x).dtype, float))
+    tangents = []
+    for k in nums:
+        leaves, tree = flatten(args[k])
+        tangents.append(unflatten(tree, [rand(x) for x in leaves]))
+    jvp_wrt(fun, tuple(args), nums, tuple(tangents))
+    _, got = jvp_wrt(fun, tuple(args), nums, tuple(tangents))  # (the second call runs the program)
+    eps = 1e-6
+
+    def moved(sign: float) -> Any:
+        new = list(args)
+        for k, t in zip(nums, tangents):
+            xl, tree = flatten(args[k])
+            new[k] = unflatten(tree, [x + sign * eps * d for x, d in zip(xl, flatten(t)[0])])
+        return fun(*new)
+    up, down = flatten(moved(1.0))[0], flatten(moved(-1.0))[0]
+    for g, a, b in zip(flatten(got)[0], up, down):
+        num = (np.asarray(a) - np.asarray(b)) / (2 * eps)
+        if not np.iscomplexobj(g):
+            num = np.real(num)
+        assert np.allclose(g, num, rtol=1e-4, atol=1e-5 * max(1.0, float(np.max(np.abs(num), initial=0.0)))), \
+            f"forward mode: jvp {g} differs from finite differences {num}"
 
 
 def combo_check(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., None]:
@@ -856,8 +937,10 @@ MARKDOWN_INTRO = (
     "`autograd.scipy` is SciPy, `grad`/`value_and_grad`/`holomorphic_grad`/`grad_and_aux`/`make_vjp` are "
     "`irad.grad`/`irad.value_and_grad`/`irad.vjp` (`holomorphic=True`, `has_aux=True`), "
     "`check_grads(f, argnum, modes, order)` is `irad.testing.check_grads(f, ..., argnums, order)` in "
-    "reverse mode.  *n/a*: the test needs API irad does not have (NotInIrad: `jacobian`, `hessian`, "
-    "`elementwise_grad`...; ForwardModeOnly; AutogradOnly: containers, vspaces, `primitive`/`defvjp`, "
+    "reverse mode and irad's `jvp` against central differences in forward mode (order 1); `jacobian`, "
+    "`hessian`, `hessian_vector_product`, `make_jvp`, `deriv` are irad's.  *n/a*: the test needs API irad "
+    "does not have (NotInIrad: `make_hvp`, `tensor_jacobian_product`...; AutogradOnly: containers, vspaces, "
+    "`primitive`/`defvjp`, "
     "names only autograd.numpy has), never asks irad for a derivative (NoIradCall), or asserts a "
     "NotImplementedError of autograd's that irad does not share (AutogradLimitation).  Pass rate = "
     "passed / runnable, runnable = passed + failed.  (`python -m benchmarks --markdown` keeps this "

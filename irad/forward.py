@@ -483,6 +483,8 @@ class TransposedPullback:
         seed = []
         for k, c in enumerate(cots):
             t = tangents[k] if k < len(tangents) else None
+            if isinstance(t, np.ndarray) and isinstance(c, (list, tuple)) and t.ndim and len(c) == len(t):
+                t = type(c)(t[i] for i in range(len(t)))  # an array the rule read as a sequence of its rows
             cl, ct = flatten(c, is_leaf=lambda x: x is None)
             tl = flatten(t, is_leaf=lambda x: x is None)[0] if t is not None else [None] * len(cl)
             seed.append(unflatten(ct, [None if a is None else irad_ops.zeros_like(a) if d is None else _seed(d, a)

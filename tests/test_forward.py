@@ -319,3 +319,13 @@ def test_has_aux_follows_jax():
     y2, f_jvp, aux2 = irad.linearize(f, x, has_aux=True)
     np.testing.assert_allclose(f_jvp(2 * t), 2 * np.sum(np.cos(x)))
     assert aux2["n"] == 3 and y2 == y
+
+
+@pytest.mark.parametrize("fn,shape", [(fn, s) for fn in (np.column_stack, np.vstack, np.hstack, np.stack, np.array)
+                                      for s in ((3,), (2, 3))] + [(np.concatenate, (2, 3))])
+def test_an_array_where_a_rule_reads_a_sequence(fn, shape):
+    """``np.column_stack(a)`` of one array: the rule reads ``a`` as a sequence of its rows, so its
+    pullback gives a tuple of row cotangents for one array tangent (the transposition splits it)."""
+    rng = np.random.default_rng(5)
+    x, t = rng.standard_normal(shape), rng.standard_normal(shape)
+    _check_jvp(lambda a: fn(a) * 1.5, (x,), (t,))
