@@ -40,6 +40,9 @@ MISSING = object()
 LIBRARY_ROOTS = frozenset({"numpy", "scipy", "irad", "networkx", "bytecode"}) | frozenset(sys.stdlib_module_names)
 #: programs kept per function (distinct argument signatures); the oldest is dropped past this
 MAX_PROGRAMS = 64
+#: programs kept per argument signature (the paths its guards chose: branches, the values of ints
+#: that shape the program); the least recently used is dropped past this
+MAX_PATHS = 32
 #: a value-dependent branch that flips this many times for one key warns (RetraceWarning)
 RETRACE_WARN_AFTER = 8
 #: a dependency found changed on this many consecutive calls warns: it changes on every call
@@ -457,6 +460,7 @@ class ProgramCache(Generic[P]):
             else:
                 self._entries.move_to_end(key)
             progs.insert(0, prog)
+            del progs[MAX_PATHS:]  # (each is tried in turn on a call: the list stays short)
             n = 0
             if flipped:
                 n = self.flips[key] = self.flips.get(key, 0) + 1

@@ -412,3 +412,18 @@ def test_threads_with_different_ints() -> None:
         for i, got in results.items():
             np.testing.assert_allclose(got, fd_grad(loss, X, i), rtol=RTOL, atol=ATOL, err_msg=f"int {i}")
         assert len(results) == 40
+
+
+def test_programs_per_signature_are_bounded():
+    """An int that shapes the program (a slice bound) makes one program per value under one key;
+    the key keeps at most MAX_PATHS of them, and every result stays right."""
+    from irad.signature import MAX_PATHS
+
+    def f(x, n):
+        return np.sum(x[:n] ** 2)
+    g = irad.grad(f)
+    x = np.arange(1.0, 81.0)
+    with pytest.warns(irad.api.RetraceWarning, match="retraced"):  # (the paths keep changing: it says so)
+        for n in range(1, MAX_PATHS + 10):
+            np.testing.assert_allclose(g(x, n), np.where(np.arange(80) < n, 2 * x, 0.0))
+    assert all(len(progs) <= MAX_PATHS for progs in g.cache._entries.values())
