@@ -161,3 +161,24 @@ def test_corpus_jacfwd_is_the_gradient(case):
     want(*args)
     for a, b in zip(flatten(got)[0], flatten(want(*args))[0]):
         np.testing.assert_allclose(np.asarray(a).reshape(np.shape(b)), b, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("case", DIFF, ids=[c.name for c in DIFF])
+def test_corpus_hessian_is_the_gradient_differenced(case):
+    """Every differentiable function of the shared corpus: the Hessian (forward over reverse) of
+    its first differentiated argument against central differences of irad's gradient."""
+    args = list(case.make_args(np.random.default_rng(1)))
+    a = case.argnums[0]
+    x = args[a]
+    if not isinstance(x, np.ndarray) or x.dtype.kind != "f" or x.size > 40:
+        pytest.skip("the Hessian check takes one float array argument of at most 40 elements")
+    H = irad.hessian(case.fn, argnums=a)
+    got = _twice(H, *args)
+    g = irad.grad(case.fn, argnums=a)
+
+    def grad_at(v):
+        full = list(args)
+        full[a] = v
+        return g(*full)
+    fd = _fd_jacobian(grad_at, x, eps=1e-5)
+    np.testing.assert_allclose(got, fd, rtol=1e-4, atol=1e-5 * max(1.0, float(np.max(np.abs(fd)))))
