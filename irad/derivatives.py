@@ -26,7 +26,7 @@ from .api import (_argnums, _aux_split, _builder, _check_numbers, _def_site, _de
 from .batching import Batcher, batch
 from .rules import batch_rules  # noqa: F401  (the batching rules register themselves)
 from .errors import GradError, GuardError, MutationError
-from .ir import ArrayT, Const, Graph, Op, ScalarT, Var, const
+from .ir import ArrayT, Graph, Op, ScalarT, Var, const
 from .lower import Lowered, lower
 from .pytree import TreeDef, flatten, unflatten
 from .signature import NO_ASSUMPTIONS, Assumptions, ProgramCache, call_key, effect_dep
@@ -240,6 +240,43 @@ def _shape(t: Any) -> tuple[int, ...]:
     return tuple(t.shape) if isinstance(t, ArrayT) else ()
 
 
+def _trace_checked(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], nums: tuple[int, ...],
+                   has_aux: bool, what: str) -> tuple[Graph, Any, int, list[int], list[Any]]:
+    """Trace ``f`` once for a Jacobian (``what``: "jacrev" or "jacfwd") and refuse what has none:
+    the graph, the tracer, how many outputs are differentiated, the inputs to differentiate and
+    how each argnum's result is laid out."""
+    fname = getattr(f, "__name__", "f")
+    site = _def_site(f) or fname
+    g, tracer, _ = trace_values(f, args, kwargs, deep=frozenset(nums))
+    _check_numbers(f, list(g.outputs), what)
+    n_diff = _aux_split(g, f, what) if has_aux else len(g.outputs)
+    if tracer.mutated_inputs or tracer.mutated_world:
+        raise MutationError(f"{what} of {fname}: the function updates an argument, or an array it reads from "
+                            "globals, closures or attributes, in place (this call did; a compiled forward program "
+                            "would not); work on a copy")
+    wrt, arg_slots = _wrt_inputs(g, args, kwargs, nums, f"{what} of {site}")
+    for o in g.outputs[:n_diff]:
+        if _is_complex(o.type):
+            raise GradError(f"{what} of {site}: an output is complex ({o.type}); {what} needs real outputs, as "
+                            "JAX's does (take np.real or np.abs of it, or use irad.vjp / irad.jvp)")
+        if not o.type.is_float:
+            raise GradError(f"{what} of {site}: an output is {o.type}, not a float; integer and boolean outputs "
+                            "have no derivative — return them as aux with has_aux=True")
+    return g, tracer, n_diff, wrt, arg_slots
+
+
+def _layout(g: Graph, tracer: Any, opt: Graph, has_aux: bool) -> tuple[list[int], TreeDef, TreeDef | None, Assumptions]:
+    """A Jacobian program's input leaves, output and aux trees, and assumptions (the trace's and
+    what the passes traced in; as vjp's, attribute writes are not replayed: traced again each call)."""
+    assert g.in_tree is not None
+    statics = {i for i, _ in g.statics}
+    out_tree, aux_tree = g.out_tree or flatten(None)[1], None
+    if has_aux:
+        out_tree, aux_tree = out_tree.children
+    deps = tuple(tracer.deps) + opt.assumed + ((effect_dep("an attribute"),) if tracer.attr_writes else ())
+    return [i for i in range(g.in_tree.num_leaves) if i not in statics], out_tree, aux_tree, Assumptions(deps)
+
+
 def _compile(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], nums: tuple[int, ...],
              single: bool, has_aux: bool, passes: Sequence[Callable[[Graph], Graph]] | None) \
         -> tuple[JacobianProgram, list[Any]]:
@@ -248,22 +285,7 @@ def _compile(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     from . import passes as irad_passes
 
     fname = getattr(f, "__name__", "f")
-    site = _def_site(f) or fname
-    g, tracer, _ = trace_values(f, args, kwargs, deep=frozenset(nums))
-    _check_numbers(f, list(g.outputs), "jacrev")
-    n_diff = _aux_split(g, f, "jacrev") if has_aux else len(g.outputs)
-    if tracer.mutated_inputs or tracer.mutated_world:
-        raise MutationError(f"jacrev of {fname}: the function updates an argument, or an array it reads from "
-                            "globals, closures or attributes, in place (this call did; a compiled forward program "
-                            "would not); work on a copy")
-    wrt, arg_slots = _wrt_inputs(g, args, kwargs, nums, f"jacrev of {site}")
-    for o in g.outputs[:n_diff]:
-        if _is_complex(o.type):
-            raise GradError(f"jacrev of {site}: an output is complex ({o.type}); jacrev needs real outputs, as "
-                            "JAX's does (take np.real or np.abs of it, or use irad.vjp)")
-        if not o.type.is_float:
-            raise GradError(f"jacrev of {site}: an output is {o.type}, not a float; integer and boolean outputs "
-                            "have no derivative — return them as aux with has_aux=True")
+    g, tracer, n_diff, wrt, arg_slots = _trace_checked(f, args, kwargs, nums, has_aux, "jacrev")
     joint = ad.reverse(g, tracer.values, wrt, seed="input", outputs=n_diff)
     opt = irad_passes.run(joint.graph, passes)
     fwd_g, bwd_g, n_res = split(joint, opt)
@@ -272,18 +294,10 @@ def _compile(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     ins = [Block(k, _shape(g.inputs[i].type), _float_dtype(g.inputs[i].type)) for k, i in enumerate(wrt)]
     jac_low, jac_g = jacobian_program(bwd_g, outs, ins, "rev", f"{fname}_jacobian")
     fwd_low = lower(fwd_g, f"{fname}_forward")
-    assert g.in_tree is not None
-    statics = {i for i, _ in g.statics}
-    out_tree = g.out_tree or flatten(None)[1]
-    aux_tree = None
-    if has_aux:
-        out_tree, aux_tree = out_tree.children
-    prog = JacobianProgram(
-        fwd_low.fn, jac_low.fn, fwd_low.source, jac_low.source, g, jac_g,
-        [i for i in range(g.in_tree.num_leaves) if i not in statics], n_diff, len(g.outputs), len(wrt), out_tree,
-        [(tree, idx) for _, tree, idx in arg_slots], single, aux_tree,
-        # NOTE: as vjp's, the forward program does not replay attribute writes: traced again each call
-        Assumptions(tuple(tracer.deps) + opt.assumed + ((effect_dep("an attribute"),) if tracer.attr_writes else ())))
+    dyn_pos, out_tree, aux_tree, assumptions = _layout(g, tracer, opt, has_aux)
+    prog = JacobianProgram(fwd_low.fn, jac_low.fn, fwd_low.source, jac_low.source, g, jac_g, dyn_pos, n_diff,
+                           len(g.outputs), len(wrt), out_tree, [(tree, idx) for _, tree, idx in arg_slots], single,
+                           aux_tree, assumptions)
     values = [joint.values[o.id] if isinstance(o, Var) else o.value for o in g.outputs]
     return prog, values + evaluate_residuals(fwd_g, joint, tracer.values)
 
@@ -414,17 +428,7 @@ def _compile_fwd(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
 
     fname = getattr(f, "__name__", "f")
     site = _def_site(f) or fname
-    g, tracer, _ = trace_values(f, args, kwargs, deep=frozenset(nums))
-    _check_numbers(f, list(g.outputs), "jacfwd")
-    n_diff = _aux_split(g, f, "jacfwd") if has_aux else len(g.outputs)
-    if tracer.mutated_inputs or tracer.mutated_world:
-        raise MutationError(f"jacfwd of {fname}: the function updates an argument, or an array it reads from "
-                            "globals, closures or attributes, in place; work on a copy")
-    wrt, arg_slots = _wrt_inputs(g, args, kwargs, nums, f"jacfwd of {site}")
-    for o in g.outputs[:n_diff]:
-        if _is_complex(o.type if isinstance(o, Var) else None) or (isinstance(o, Const) and np.iscomplexobj(o.value)):
-            raise GradError(f"jacfwd of {site}: an output is complex; jacfwd needs real outputs, as jacrev does "
-                            "(take np.real or np.abs of it, or use irad.jvp)")
+    g, tracer, n_diff, wrt, arg_slots = _trace_checked(f, args, kwargs, nums, has_aux, "jacfwd")
     for k in wrt:
         if _is_complex(g.inputs[k].type):
             raise GradError(f"jacfwd of {site}: argument leaf {g.inputs[k].hint or k} is complex; jacfwd needs "
@@ -433,20 +437,11 @@ def _compile_fwd(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     opt = irad_passes.run(jg.graph, passes)
     n_in, n_out = len(g.inputs), len(g.outputs)
     ins = [Block(n_in + k, _shape(g.inputs[i].type), _float_dtype(g.inputs[i].type)) for k, i in enumerate(wrt)]
-    outs = [Block(n_out + p, _shape(o.type) if isinstance(o, Var) else np.shape(o.value), "float64"
-                  if not isinstance(o, Var) else _float_dtype(o.type)) for p, o in enumerate(g.outputs[:n_diff])]
+    outs = [Block(n_out + p, _shape(o.type), _float_dtype(o.type)) for p, o in enumerate(g.outputs[:n_diff])]
     low, jac_g = jacobian_program(opt, outs, ins, "fwd", f"{fname}_jacfwd", keep=list(range(n_diff, n_out)))
-    assert g.in_tree is not None
-    statics = {i for i, _ in g.statics}
-    out_tree = g.out_tree or flatten(None)[1]
-    aux_tree = None
-    if has_aux:
-        out_tree, aux_tree = out_tree.children
-    prog = ForwardJacobianProgram(
-        low.fn, low.fn, low.source, low.source, g, jac_g,
-        [i for i in range(g.in_tree.num_leaves) if i not in statics], n_diff, n_out, len(wrt), out_tree,
-        [(tree, idx) for _, tree, idx in arg_slots], single, aux_tree,
-        Assumptions(tuple(tracer.deps) + opt.assumed + ((effect_dep("an attribute"),) if tracer.attr_writes else ())))
+    dyn_pos, out_tree, aux_tree, assumptions = _layout(g, tracer, opt, has_aux)
+    prog = ForwardJacobianProgram(low.fn, low.fn, low.source, low.source, g, jac_g, dyn_pos, n_diff, n_out, len(wrt),
+                                  out_tree, [(tree, idx) for _, tree, idx in arg_slots], single, aux_tree, assumptions)
     leaves = call_key(args, kwargs, frozenset(nums))[1]
     return prog, list(prog.fwd(*[leaves[i] for i in prog.dyn_pos]))
 
