@@ -22,12 +22,19 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from . import ad
 from . import ops as irad_ops
-from .errors import GradError, NoRuleError
+from .ad import Joint, _no_rule, _positional, _var_paths
+from .api import _aux_split, _check_numbers, _def_site, _describe_tree, _weakrefable, split, vjp
+from .errors import GradError, GuardError, MutationError, NoRuleError
+from .hooks import paused
+from .ir import STATE, ArrayT, Const, Graph, Op, ScalarT, Var, bind_outputs, const, is_differentiable, map_atoms
+from .lower import lower
 from .pytree import Depth, flatten, flatten_args, unflatten
-from .ir import STATE, ArrayT, Const, Graph, Op, ScalarT, Var, const, is_differentiable, map_atoms
 from .rules import registry
 from .rules.registry import Rule
+from .signature import Assumptions, Identity, ProgramCache, call_key, effect_dep
+from .trace import trace_values
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,13 @@ def forward(g: Graph, values: dict[int, Any], wrt: Sequence[int]) -> JVPGraph:
     ``values`` are the trace-time values of ``g``'s vars: derived forward forms are built by
     running the reverse transform on each op at those values, which gives every derived var its
     exact type."""
+    # the same refusal as reverse mode: a derivative that would be lost on a trip through an
+    # opaque object or raw bytes (json, struct, x.view(int)) is an error, never a silent zero
+    active = {g.inputs[i].id for i in wrt if is_differentiable(g.inputs[i].type)}
+    for op in g.ops:
+        if op.outs and not registry.is_nondiff(op.fn) and any(v.id in active for v in op.inputs):
+            active.update(o.id for o in op.outs if is_differentiable(o.type) or op.prim == "irad.ops.rebuild")
+    ad._check_no_opaque_path(g, active, values)
     b = _Builder(g, values)
     tangent_inputs = []
     for i in wrt:
@@ -172,7 +186,6 @@ def _tangents_of(b: _Builder, a: Any) -> Any:
 
 
 def _forward_op(b: _Builder, op: Op) -> None:
-    from .ad import _no_rule, _positional, _var_paths
     if any(v.id in b.tan for _, a in op.kwargs for _, v in _var_paths(a, ())):
         pre = registry.lookup(op.fn, tuple(b.value(a) for a in op.args))
         op = _positional(op, pre.params if pre is not None else ())
@@ -376,7 +389,6 @@ def flatten_atoms(a: Any) -> list[Any]:
 
 def _run(g: Graph, env: dict[int, Any]) -> None:
     """Evaluate ``g``'s ops into ``env`` (which holds its inputs' values)."""
-    from .ir import bind_outputs
 
     def get(a: Any) -> Any:
         return env[a.id] if isinstance(a, Var) else a.value
@@ -389,7 +401,6 @@ def _run(g: Graph, env: dict[int, Any]) -> None:
 
 def _derive(b: _Builder, op: Op, rule: Rule) -> None:
     """Splice in the forward form of ``op`` derived from its reverse rule (see the module doc)."""
-    from . import ad
     from . import passes as irad_passes
 
     inputs: list[Var] = []
@@ -472,12 +483,12 @@ class TransposedPullback:
         self.__name__ = self.__qualname__ = "".join(c if c.isalnum() else "_" for c in rule.name) + "_jvp_by_transposition"
 
         def pullback_of(ybar: Any, state: Any) -> Any:
-            return rule.bwd(state, ybar)
+            # (a NotImplemented slot is an argument with no tangent here: custom_vjp's nondiff_argnums)
+            return tuple(None if c is NotImplemented else c for c in rule.bwd(state, ybar))
         pullback_of.__name__ = pullback_of.__qualname__ = self.__name__.replace("_jvp_by_transposition", "_pullback")
         self._pullback_of = pullback_of
 
     def __call__(self, state: Any, y: Any, tangents: tuple[Any, ...]) -> Any:
-        from .api import vjp
         ybar0 = unflatten(flatten(y)[1], [irad_ops.zeros_like(v) for v in flatten(y)[0]])
         cots, pb = vjp(self._pullback_of, ybar0, state)
         seed = []
@@ -551,6 +562,8 @@ class JVPProgram:
     n_res: int
     #: ``has_aux``: the structure of aux, whose leaves follow y's among the ``n_out`` outputs (no tangents)
     aux_tree: Any = None
+    in_tree: Any = None  # the primals' structure (``flatten_args``): tangents must have it
+    forward: Graph | None = None  # the traced graph (for logs and pictures, as other programs')
 
     def outputs(self, flat: Sequence[Any]) -> tuple[Any, Any, Any]:
         """``(y, ydot, aux)`` from the program's flat outputs (``aux`` None without has_aux)."""
@@ -567,13 +580,10 @@ _JVP_CACHE: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
 
 def _owner(f: Any, key: Any) -> tuple[Any, Any]:
-    from .signature import Identity
     return (f.__func__, (Identity(f.__self__), key)) if type(f) is types.MethodType else (f, key)
 
 
 def _programs(f: Any) -> Any:
-    from .api import _weakrefable
-    from .signature import ProgramCache
     owner = f.__func__ if type(f) is types.MethodType else f
     per_f = _JVP_CACHE.get(owner) if _weakrefable(owner) else None
     if per_f is None:
@@ -593,8 +603,6 @@ def _select(f: Callable[..., Any], primals: tuple[Any, ...], run: Callable[[JVPP
     """The cached program for this call whose assumptions hold and whose guards pass when ``run``
     runs it, or a new trace; returns the program and what ``run`` returned.  ``argnums``: only
     these positional arguments take tangents (None: all)."""
-    from .errors import GuardError
-    from .signature import call_key
     key, leaves = call_key(primals, {}, _all(primals))
     if has_aux or argnums is not None:
         key = (has_aux, argnums, key)
@@ -624,12 +632,6 @@ def jvp_program(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool =
 def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool = False,
                  argnums: tuple[int, ...] | None = None) -> JVPProgram:
     from . import passes as irad_passes
-    from .ad import Joint
-    from .api import _check_numbers, split
-    from .errors import MutationError
-    from .lower import lower
-    from .signature import Assumptions, effect_dep
-    from .trace import trace_values
 
     g, tracer, _ = trace_values(f, primals, {}, deep=_all(primals))
     name = getattr(f, "__name__", "f")
@@ -655,7 +657,6 @@ def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool 
     out_tree, aux_tree = g.out_tree or flatten(None)[1], None
     jg = forward(g, tracer.values, wrt)
     if has_aux:
-        from .api import _aux_split
         n_y = _aux_split(g, f, "jvp")
         out_tree, aux_tree = out_tree.children
         n = jg.n_outputs  # aux leaves get no tangent
@@ -666,32 +667,43 @@ def _compile_jvp(f: Callable[..., Any], primals: tuple[Any, ...], has_aux: bool 
     fwd_low, lin_low = lower(fwd_g, f"{name}_linearized"), lower(lin_g, f"{name}_linear")
     deps = tuple(tracer.deps) + ((effect_dep("an attribute"),) if tracer.attr_writes else ())
     return JVPProgram(low.fn, low.source, opt, dyn_pos, tan_pos, jg.n_outputs, out_tree, list(leaves),
-                      Assumptions(deps + opt.assumed), fwd_low.fn, lin_low.fn, lin_low.source, n_res, aux_tree)
+                      Assumptions(deps + opt.assumed), fwd_low.fn, lin_low.fn, lin_low.source, n_res, aux_tree,
+                      flatten_args(primals, {}, _all(primals))[1], g)
 
 
-def _tangent_leaves(prog: JVPProgram, f: Any, primals: tuple[Any, ...], tangents: Any,
+def _tangent_leaves(prog: JVPProgram, f: Any, leaves: list[Any], tangents: Any,
                     argnums: tuple[int, ...] | None = None) -> list[Any]:
-    """The tangents of the float leaves, in the program's order, checked against the primals
-    (``argnums``: ``tangents`` has one entry per selected argument)."""
-    from .api import _def_site
-    n = len(primals) if argnums is None else len(argnums)
+    """The tangents of the float leaves, in the program's order, checked against the primals'
+    structure and leaves (``leaves``: the call's, from ``call_key``; ``argnums``: ``tangents`` has
+    one entry per selected argument, the others are held fixed)."""
+    n_primals = len(prog.in_tree.children[0].children)
+    n = n_primals if argnums is None else len(argnums)
     if type(tangents) not in (tuple, list) or len(tangents) != n:
         raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: tangents must be a tuple with one "
                         f"entry per primal ({n}), got {type(tangents).__name__}"
                         + (f" of {len(tangents)}" if type(tangents) in (tuple, list) else ""))
-    if argnums is not None:
-        full = list(primals)
+    deep = frozenset(range(n_primals))
+    if argnums is None:
+        tl, ttree = flatten_args(tuple(tangents), {}, deep)
+        same = ttree == prog.in_tree
+    else:  # only the selected arguments' trees are compared
+        trees = prog.in_tree.children[0].children
+        tl, same = [None] * len(leaves), True
+        starts = [0]
+        for t in trees:
+            starts.append(starts[-1] + t.num_leaves)
         for a, t in zip(argnums, tangents):
-            full[a] = t
-        tangents = full
-    pl, ptree = flatten_args(tuple(primals), {}, _all(primals))
-    tl, ttree = flatten_args(tuple(tangents), {}, _all(primals))
-    if ptree != ttree:
-        raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: the tangents have structure "
-                        f"{ttree}, the primals {ptree}")
+            sub, stree = flatten(t, depth=Depth.OBJECTS)
+            same = same and stree == trees[a]
+            tl[starts[a]:starts[a + 1]] = sub
+        ttree = None
+    if not same:
+        raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: the tangents' structure differs from "
+                        f"the primals' ({_describe_tree(prog.in_tree.children[0])}); give one tangent per primal "
+                        "leaf, in the same containers")
     out = []
     for i in prog.tan_pos:
-        p, t = pl[i], tl[i]
+        p, t = leaves[i], tl[i]
         if np.shape(t) != np.shape(p):
             raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: the tangent of primal leaf {i} "
                             f"has shape {np.shape(t)}, the primal {np.shape(p)}")
@@ -706,10 +718,13 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
 
     ``tangents`` has the structure of ``primals``; tangents of non-float leaves (ints, int arrays)
     are ignored.  Programs are cached per function and argument signature, as ``vjp``'s are."""
+    if type(primals) not in (tuple, list):
+        raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: primals must be a tuple (or list) of "
+                        f"f's positional arguments, got {type(primals).__name__}; write jvp(f, (x,), (v,))")
     primals = tuple(primals)
 
     def run(prog: JVPProgram, leaves: list[Any]) -> Any:
-        return prog.fn(*[leaves[i] for i in prog.dyn_pos], *_tangent_leaves(prog, f, primals, tangents))
+        return prog.fn(*[leaves[i] for i in prog.dyn_pos], *_tangent_leaves(prog, f, leaves, tangents))
 
     prog, flat = _select(f, primals, run, has_aux)
     y, ydot, aux = prog.outputs(flat)
@@ -721,7 +736,7 @@ def jvp_wrt(f: Callable[..., Any], primals: tuple[Any, ...], argnums: tuple[int,
     """``jvp`` with tangents for the arguments ``argnums`` only (the others are held fixed, and
     their zero tangents are never computed): the building block of ``hvp`` and ``jacfwd``."""
     def run(prog: JVPProgram, leaves: list[Any]) -> Any:
-        return prog.fn(*[leaves[i] for i in prog.dyn_pos], *_tangent_leaves(prog, f, primals, tangents, argnums))
+        return prog.fn(*[leaves[i] for i in prog.dyn_pos], *_tangent_leaves(prog, f, leaves, tangents, argnums))
 
     prog, flat = _select(f, primals, run, False, tuple(argnums))
     y, ydot, _ = prog.outputs(flat)
@@ -735,10 +750,13 @@ def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> An
     prog, flat = _select(f, primals, lambda p, leaves: p.lin_fwd(*[leaves[i] for i in p.dyn_pos]), has_aux)
     n = prog.n_out
     y, _, aux = prog.outputs(list(flat[:n]) + [None] * prog.out_tree.num_leaves)
-    residuals = list(flat[n:])
+    # NOTE: copies: a residual may be a primal (x itself) or an output the caller may update in
+    # place; f_jvp must stay the derivative at the point linearize was called at
+    residuals = [r.copy() if isinstance(r, np.ndarray) else r for r in flat[n:]]
+    leaves = call_key(primals, {}, _all(primals))[1]
 
     def f_jvp(*tangents: Any) -> Any:
-        return unflatten(prog.out_tree, prog.lin(*residuals, *_tangent_leaves(prog, f, primals, tangents)))
+        return unflatten(prog.out_tree, prog.lin(*residuals, *_tangent_leaves(prog, f, leaves, tangents)))
 
     f_jvp.source = prog.lin_source  # type: ignore[attr-defined]
     return (y, f_jvp, aux) if has_aux else (y, f_jvp)
@@ -747,7 +765,6 @@ def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> An
 def _jvp_traced(tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``jvp`` called on traced values (``grad`` of a function that calls ``jvp``): compile
     untraced, then run the program under the tracer, which records its ops like user code."""
-    from .hooks import paused
     f, primals, tangents = args[0], tuple(args[1]), args[2]
     has_aux = bool(kwargs.get("has_aux", False))
     with paused():

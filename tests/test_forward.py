@@ -74,7 +74,7 @@ def _declared_types_hold(f, primals: tuple, tangents: tuple) -> None:
     prog = jvp_program(f, primals)
     leaves = flatten_args(primals, {}, frozenset(range(len(primals))))[0]
     env = dict(zip((v.id for v in prog.graph.inputs),
-                   [leaves[i] for i in prog.dyn_pos] + _tangent_leaves(prog, f, primals, tangents)))
+                   [leaves[i] for i in prog.dyn_pos] + _tangent_leaves(prog, f, leaves, tangents)))
     for op in prog.graph.ops:
         get = lambda a: env[a.id] if isinstance(a, irad.Var) else a.value  # noqa: E731
         r = op.fn(*[map_atoms(a, get) for a in op.args], **{k: map_atoms(a, get) for k, a in op.kwargs if k[0] != "_"})
@@ -329,3 +329,91 @@ def test_an_array_where_a_rule_reads_a_sequence(fn, shape):
     rng = np.random.default_rng(5)
     x, t = rng.standard_normal(shape), rng.standard_normal(shape)
     _check_jvp(lambda a: fn(a) * 1.5, (x,), (t,))
+
+
+# ---- found in review: each a class of inputs forward mode must treat as reverse mode does --------
+
+def _via_json(x):
+    import json
+    return np.sum(np.array(json.loads(json.dumps(x.tolist()))))
+
+
+def _via_bits(x):
+    return np.sum(x.view(np.int64).view(np.float64) * x)
+
+
+def _via_struct(x):
+    import struct
+    return struct.unpack("d", struct.pack("d", x[0]))[0] * x[1]
+
+
+@pytest.mark.parametrize("f", [_via_json, _via_bits, _via_struct])
+def test_a_derivative_through_opaque_values_is_refused_in_forward_mode(f):
+    """A trip through a string, raw bits or bytes would drop the derivative: the same NoRuleError
+    as grad's, from jvp, linearize and jacfwd alike (never a silent zero)."""
+    x, v = np.array([0.3, 1.2]), np.ones(2)
+    with pytest.raises(irad.NoRuleError):
+        irad.jvp(f, (x,), (v,))
+    with pytest.raises(irad.NoRuleError):
+        irad.linearize(f, x)
+    with pytest.raises(irad.NoRuleError):
+        irad.jacfwd(f)(x)
+
+
+def test_custom_vjp_with_a_function_argument_in_forward_mode():
+    """nondiff_argnums holding a function: its pullback slot is NotImplemented, which the run-time
+    transposition treats as 'no tangent'."""
+    from functools import partial
+
+    @partial(irad.custom_vjp, nondiff_argnums=(0,))
+    def app(fn, p):
+        return fn(p) * 3
+
+    app.defvjp(lambda fn, p: (app(fn, p), p), lambda fn, p, g: (g * np.cos(p) * 3,))
+    x = np.array([0.3, 1.2])
+    for _ in range(2):
+        _, t = irad.jvp(lambda p: np.sum(app(np.sin, p)), (x,), (np.array([1.0, 2.0]),))
+    np.testing.assert_allclose(t, 3 * np.cos(0.3) + 6 * np.cos(1.2))
+    np.testing.assert_allclose(irad.jacfwd(lambda p: app(np.sin, p))(x), np.diag(3 * np.cos(x)))
+
+
+def test_linearize_keeps_the_point_it_was_called_at():
+    """f_jvp is the derivative at the point of the call, even when the caller then updates the
+    primal or the returned output in place (a residual may be either)."""
+    x, v = np.array([0.3, 1.2]), np.ones(2)
+    y, f_jvp = irad.linearize(lambda x: np.sin(x) * x, x)
+    want = np.cos(np.array([0.3, 1.2])) * np.array([0.3, 1.2]) + np.sin(np.array([0.3, 1.2]))
+    x[0] = 100.0
+    np.testing.assert_allclose(f_jvp(v), want)
+    y, f_jvp = irad.linearize(np.exp, np.array([0.3, 1.2]))
+    y[0] = -50.0
+    np.testing.assert_allclose(f_jvp(v), np.exp([0.3, 1.2]))
+
+
+def test_primals_must_be_a_tuple():
+    with pytest.raises(GradError, match=r"primals must be a tuple.*jvp\(f, \(x,\), \(v,\)\)"):
+        irad.jvp(lambda x: np.sum(x), np.ones(2), (np.ones(2),))
+
+
+def test_logging_a_jvp_trace(caplog):
+    import logging
+    irad.config(log="trace,retrace")
+    try:
+        with caplog.at_level(logging.INFO, logger="irad"):
+            def f(x):
+                return np.sum(np.sin(x))
+            irad.jvp(f, (np.ones(2),), (np.ones(2),))
+            irad.jvp(f, (np.ones(3),), (np.ones(3),))
+    finally:
+        irad.config(log=None)
+    text = caplog.text
+    assert "jvp(f): traced" in text and "new argument signature" in text
+
+
+def test_jacfwd_with_a_traced_int_in_an_index_list():
+    F = lambda x, n: x[[n, 0]] ** 3  # noqa: E731
+    x = np.array([0.3, -0.7, 1.1])
+    want = np.zeros((2, 3))
+    want[0, 2], want[1, 0] = 3 * 1.1 ** 2, 3 * 0.3 ** 2
+    for n in (2, 2):
+        np.testing.assert_allclose(irad.jacfwd(F)(x, n), want)

@@ -352,6 +352,8 @@ def _index_items(idx: Any) -> list[Any]:
 
 
 def _is_array_index(b: Batcher, a: Any) -> bool:
+    if not isinstance(a, (Const, Var)):  # a list holding traced ints (x[[n, 0]]): not worked out here
+        raise Fallback("an index list with traced entries")
     if isinstance(a, Const):
         v = a.value
         if isinstance(v, (bool, np.bool_)):
