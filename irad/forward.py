@@ -153,17 +153,17 @@ def forward(g: Graph, values: dict[int, Any], wrt: Sequence[int]) -> JVPGraph:
         _forward_op(b, op)
     outs = tuple(b.atom(o) for o in g.outputs)
     touts = []
-    for o, orig in zip(outs, g.outputs):
+    for o in outs:
         t = b.tan.get(o.id) if isinstance(o, Var) else None
         if t is None:
-            t = _zero_tangent(b, o, orig)
+            t = _zero_tangent(b, o)
         touts.append(t)
     jg = Graph(g.name, g.inputs + tuple(tangent_inputs), tuple(b.ops), outs + tuple(touts), None, None, g.statics,
                g.provenance + ("forward mode",), g.assumed + tuple(dict.fromkeys(b.assumed)))
     return JVPGraph(jg, len(outs), tuple(wrt), tuple(tangent_inputs))
 
 
-def _zero_tangent(b: _Builder, o: Any, orig: Any) -> Any:
+def _zero_tangent(b: _Builder, o: Any) -> Any:
     """The tangent of an output that does not depend on the differentiated inputs."""
     if isinstance(o, Const):
         return const(fit_tangent(None, o.value))
@@ -283,7 +283,7 @@ def _structural(b: _Builder, op: Op) -> bool:
         if any(v.id in b.tan for a in rest for v in _vars(a)):
             return False
         if key not in _DIVISION and any(_is_float_atom(x) for a in rest + tuple(a for _, a in op.kwargs)
-                                        for x in flatten_atoms(a)):
+                                        for x in _atoms(a)):
             return False  # a float parameter may be an offset (sum's initial=, diff's prepend=)
         if isinstance(first, Var):
             t0: Any = b.tan.get(first.id)
@@ -352,7 +352,7 @@ def _splice_jvp(b: _Builder, op: Op, call: JvpCall, tans: tuple[Any, ...]) -> bo
     from irad.passes.inline import _sample, _Skip, _Splicer
     rng = np.random.default_rng(0)
     samples = {v.id: b.val[v.id] for v in op.inputs if v.id in b.val}
-    for t in flatten_atoms(tans):
+    for t in _atoms(tans):
         if isinstance(t, Var):
             samples[t.id] = _sample(t.type, rng)
     sp = _Splicer(b.next_id)
@@ -381,7 +381,7 @@ def _splice_jvp(b: _Builder, op: Op, call: JvpCall, tans: tuple[Any, ...]) -> bo
     return True
 
 
-def flatten_atoms(a: Any) -> list[Any]:
+def _atoms(a: Any) -> list[Any]:
     found: list[Any] = []
     map_atoms(a, found.append)
     return found
