@@ -227,6 +227,11 @@ class JacobianProgram:
     def aux(self, flat: Sequence[Any]) -> Any:
         return None if self.aux_tree is None else unflatten(self.aux_tree, list(flat[self.n_y:self.n_out]))
 
+    def traced_result(self, tracer: Any, flat: list[Any]) -> tuple[Any, Any]:
+        """``result`` under an enclosing trace: the Jacobian program runs under ``tracer`` too."""
+        blocks = tracer.call(self.jac, tuple(flat[self.n_out:]), {})
+        return self.assemble(list(blocks)), self.aux(flat)
+
 
 def _float_dtype(t: Any) -> str:
     if isinstance(t, ArrayT):
@@ -377,9 +382,8 @@ class Jacobian:
                                          for x in leaves], args, kwargs)
         tracer.deps.update(prog.assumptions.deps)
         flat = tracer.call(prog.fwd, tuple(leaves[i] for i in prog.dyn_pos), {})
-        blocks = tracer.call(prog.jac, tuple(flat[prog.n_out:]), {})
-        jac = prog.assemble(list(blocks))
-        return (jac, prog.aux(flat)) if self.has_aux else jac
+        jac, aux = prog.traced_result(tracer, list(flat))
+        return (jac, aux) if self.has_aux else jac
 
 
 def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False, *,
@@ -416,6 +420,9 @@ class ForwardJacobianProgram(JacobianProgram):
     def aux(self, flat: Sequence[Any]) -> Any:
         nb = self.n_y * self.n_wrt
         return None if self.aux_tree is None else unflatten(self.aux_tree, list(flat[nb:]))
+
+    def traced_result(self, tracer: Any, flat: list[Any]) -> tuple[Any, Any]:
+        return self.result(flat, copy=False)  # (the one program already ran under the tracer)
 
 
 def _compile_fwd(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], nums: tuple[int, ...],
@@ -457,16 +464,6 @@ class ForwardJacobian(Jacobian):
         self.__name__ = f"jacfwd({getattr(f, '__name__', 'f')})"
         self.cache = ProgramCache(self.__name__, self._arg_names)
 
-    def __irad_trace_call__(self, tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        from .hooks import paused
-        key, leaves = call_key(args, kwargs, _deep(self.argnums, len(args)))
-        with paused():
-            prog, _ = self._select(key, [np.array(x, copy=True) if isinstance(x, np.ndarray) else x
-                                         for x in leaves], args, kwargs)
-        tracer.deps.update(prog.assumptions.deps)
-        flat = tracer.call(prog.fwd, tuple(leaves[i] for i in prog.dyn_pos), {})
-        jac, aux = prog.result(list(flat), copy=False)
-        return (jac, aux) if self.has_aux else jac
 
 
 def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False, *,

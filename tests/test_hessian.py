@@ -182,3 +182,17 @@ def test_corpus_hessian_is_the_gradient_differenced(case):
         return g(*full)
     fd = _fd_jacobian(grad_at, x, eps=1e-5)
     np.testing.assert_allclose(got, fd, rtol=1e-4, atol=1e-5 * max(1.0, float(np.max(np.abs(fd)))))
+
+
+def test_jacfwd_inside_another_transform():
+    """jacfwd under a trace (jacrev of jacfwd, grad of a jacfwd entry): its program runs traced."""
+    def f(x):
+        return np.sin(x) * np.sum(x ** 2)
+
+    def fj(x):
+        return jnp.sin(x) * jnp.sum(x ** 2)
+    x = np.array([0.3, -0.4, 0.9])
+    got = _twice(irad.jacrev(irad.jacfwd(f)), x)
+    np.testing.assert_allclose(got, jax.jacrev(jax.jacfwd(fj))(x), rtol=1e-10, atol=1e-12)
+    g = _twice(irad.grad(lambda x: irad.jacfwd(f)(x)[0, 1]), x)
+    np.testing.assert_allclose(g, jax.grad(lambda x: jax.jacfwd(fj)(x)[0, 1])(x), rtol=1e-10, atol=1e-12)
