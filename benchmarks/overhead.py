@@ -68,7 +68,58 @@ def measure() -> dict[str, dict[str, float]]:
     return out
 
 
+def _one_array(x: np.ndarray) -> Any:
+    return np.sum(x * x)
+
+
+def _floats(xs: list[float]) -> Any:
+    t = 0.0
+    for v in xs:
+        t = t + v * v
+    return t
+
+
+def _dict_of_arrays(p: dict[str, np.ndarray]) -> Any:
+    return np.sum(p["w"] * p["b"])
+
+
+#: the common argument shapes of issue 16's entry-path target (<= 1 us for all parts together)
+ENTRY_SHAPES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
+    "one array (3,)": (_one_array, lambda: (np.ones(3),)),
+    "a list of 64 floats": (_floats, lambda: ([0.5 * i for i in range(64)],)),
+    "a dict of 2 arrays": (_dict_of_arrays, lambda: ({"w": np.ones(3), "b": np.ones(3)},)),
+}
+
+
+def entry_parts() -> dict[str, dict[str, float]]:
+    """What a cached ``value_and_grad`` call spends outside its generated program, part by part (us):
+    the call key (``irad.signature.call_key``: flattening and keying the arguments), the cache
+    lookup, the assumption check, building ``(value, grad)`` from the flat results, and the whole
+    dispatch (the call minus the generated program's own time)."""
+    from irad.signature import call_key
+    out: dict[str, dict[str, float]] = {}
+    for name, (f, make) in ENTRY_SHAPES.items():
+        args = make()
+        vg = irad.value_and_grad(f)
+        vg(*args)
+        prog = vg.program(*args)
+        deep = frozenset({0})
+        key, leaves = call_key(args, {}, deep)
+        flat = prog.fn(*leaves)
+        n = 20000
+        r = {"key": _median(lambda: call_key(args, {}, deep), n), "lookup": _median(lambda: vg.cache.get(key), n),
+             "check": _median(prog.assumptions.check, n), "build": _median(lambda: vg._result(prog.unpack(flat)), n),
+             "program": _median(lambda: prog.fn(*leaves), n), "call": _median(lambda: vg(*args), n)}
+        r = {k: 1e6 * v for k, v in r.items()}
+        r["dispatch"] = r["call"] - r["program"]
+        out[name] = r
+    return out
+
+
 def main() -> None:
+    for name, r in entry_parts().items():
+        print(f"{name}: key {r['key']:.2f} us, lookup {r['lookup']:.2f}, check {r['check']:.2f}, "
+              f"build {r['build']:.2f}; dispatch {r['dispatch']:.2f} us (call {r['call']:.2f}, program {r['program']:.2f})")
     for name, r in measure().items():
         print(f"{name}: cached call {r['call_us']:.2f} us = {r['ratio']:.2f}x the plain Python call "
               f"({r['plain_us']:.2f} us); assumption check {r['check_us']:.3f} us for {int(r['n_deps'])} deps "

@@ -89,6 +89,17 @@ def scalar_loop(xs: list[float]) -> Callable[[], Any]:
     return call
 
 
+def rosenbrock(xs: list[float]) -> Callable[[], Any]:
+    xt = [_t(v, True) for v in xs]
+
+    def call() -> Any:
+        total = torch.zeros((), dtype=torch.float64)
+        for i in range(len(xt) - 1):
+            total = total + 100.0 * (xt[i + 1] - xt[i] ** 2) ** 2 + (1.0 - xt[i]) ** 2
+        return total, list(torch.autograd.grad(total, xt))
+    return call
+
+
 def chain(x: np.ndarray) -> Callable[[], Any]:
     xt = _t(x, True)
 
@@ -102,4 +113,5 @@ def chain(x: np.ndarray) -> Callable[[], Any]:
 
 
 TORCH: dict[str, Callable[..., Callable[[], Any]]] = {
-    "mlp": mlp, "rnn": rnn, "logreg": logreg, "gp": gp, "scalar_loop": scalar_loop, "chain": chain}
+    "mlp": mlp, "rnn": rnn, "logreg": logreg, "gp": gp, "scalar_loop": scalar_loop,
+    "rosenbrock": rosenbrock, "chain": chain}

@@ -72,6 +72,26 @@ def scalar_loop_hand(xs: list[float]) -> tuple[float, list[float]]:
     return total, grads
 
 
+def rosenbrock(xs: list[float]) -> float:
+    total = 0.0
+    for i in range(len(xs) - 1):
+        total = total + 100.0 * (xs[i + 1] - xs[i] ** 2) ** 2 + (1.0 - xs[i]) ** 2
+    return total
+
+
+def rosenbrock_hand(xs: list[float]) -> tuple[float, list[float]]:
+    total = 0.0
+    grads = [0.0] * len(xs)
+    for i in range(len(xs) - 1):
+        x = xs[i]
+        a = xs[i + 1] - x * x
+        b = 1.0 - x
+        total += 100.0 * a * a + b * b
+        grads[i] += -400.0 * a * x - 2.0 * b
+        grads[i + 1] += 200.0 * a
+    return total, grads
+
+
 # ---- a small vanilla RNN unrolled in a Python loop (overhead-bound) ---------------------------
 
 def rnn_loss(params: dict[str, np.ndarray], xs: np.ndarray, y: np.ndarray) -> Any:
@@ -193,6 +213,8 @@ WORKLOADS = [
     Workload("gp", gp_nll, gp_hand, gp_args, 0, "GP NLL, n=200, RBF, cholesky + solves"),
     Workload("scalar_loop", scalar_loop, scalar_loop_hand,
              lambda rng: ([float(v) for v in rng.normal(size=100)],), 0, "100 Python floats"),
+    Workload("rosenbrock", rosenbrock, rosenbrock_hand,
+             lambda rng: ([float(v) for v in rng.normal(size=64)],), 0, "Rosenbrock over 64 Python floats"),
     Workload("chain", chain_loss, chain_hand, lambda rng: (rng.normal(size=50_000),), 0,
              "30 elementwise ops on 5x10^4 elements"),
 ]

@@ -146,9 +146,9 @@ class Program:
         if builders is None:
             builders = self._builders = (_builder(self.out_tree, list(range(self.n_out))),
                                          [_builder(tree, idx) for _, tree, idx in self.grad_slots])
-        value = builders[0](flat)
-        grads = [b(flat) for b in builders[1]]
-        return value, (grads[0] if self.single else tuple(grads))
+        if self.single:
+            return builders[0](flat), builders[1][0](flat)
+        return builders[0](flat), tuple([b(flat) for b in builders[1]])
 
     def guard_locations(self) -> tuple[str, ...]:
         return getattr(self.fn, "__irad_guards__", ())
@@ -527,7 +527,10 @@ class GradFunction:
         deep = self._deep
         key, leaves = call_key(args, kwargs, _deep(self.argnums, len(args)) if deep is None else deep)
         prog, flat = self._select(key, leaves, args, kwargs)
-        return self._result(prog.first if flat is None else prog.unpack(flat))
+        vg = prog.first if flat is None else prog.unpack(flat)
+        if self.with_value and not self.has_aux:  # NOTE: the common case without a call of _result
+            return vg
+        return self._result(vg)
 
     def _select(self, key: Any, leaves: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) \
             -> tuple[Program, Any]:

@@ -27,7 +27,8 @@ import numpy as np
 
 from . import log
 from .errors import GuardError
-from .ir import ArrayT, Const, Graph, Op, OpaqueT, Var
+from .effects import is_impure_prim
+from .ir import GUARD_PRIMS, ArrayT, Const, Graph, Op, OpaqueT, ScalarT, Var
 from .pytree import flatten
 from .weakcache import compile_source
 
@@ -37,6 +38,10 @@ _INFIX = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.true
           operator.ge: ">=", operator.and_: "&", operator.or_: "|", operator.xor: "^",
           operator.lshift: "<<", operator.rshift: ">>"}
 _PREFIX = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
+#: Python's binding strength of each operator lowering writes (its grammar, weakest first)
+_PREC = {"<": 6, "<=": 6, "==": 6, "!=": 6, ">": 6, ">=": 6, "|": 7, "^": 8, "&": 9, "<<": 10, ">>": 10,
+         "+": 11, "-": 11, "*": 12, "@": 12, "/": 12, "//": 12, "%": 12, "**": 14}
+_UNARY, _ATOM = 13, 16
 _BUILTINS = {getattr(builtins, n): n for n in ("abs", "float", "complex", "int", "bool", "max", "min", "len",
                                                "round", "sum", "print", "divmod", "pow")}
 _SHORT_DTYPE = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "b", "complex128": "c128"}
@@ -134,6 +139,9 @@ class _Emitter:
         self.used: set[str] = set(self.ns) | set(_BUILTINS.values()) | set(dir(builtins))
         self.lines: list[str] = []
         self.guard_names = guard_names
+        #: Var id -> (expression, precedence) of a temporary written into its one reader (``inline_plan``)
+        self.inlined: dict[int, tuple[str, int]] = {}
+        self.prec = _ATOM  # the precedence of the expression ``call`` returned last
 
     # ---- names ----------------------------------------------------------------------------
 
@@ -211,7 +219,8 @@ class _Emitter:
 
     def arg(self, a: Any) -> str:
         if isinstance(a, Var):
-            return self.var(a)
+            e = self.inlined.get(a.id)
+            return self.var(a) if e is None else e[0]
         if isinstance(a, Const):
             return self.lit(a.value)
         if type(a) is tuple:
@@ -222,6 +231,17 @@ class _Emitter:
         if type(a) is dict:
             return "{" + ", ".join(f"{self.lit(k)}: {self.arg(e)}" for k, e in a.items()) + "}"
         return self.lit(a)
+
+    def operand(self, a: Any, need: int) -> str:
+        """``a`` as the operand of an operator (or the receiver of ``.name``) that binds with
+        strength ``need``: parenthesised when its own expression binds more weakly."""
+        e = self.inlined.get(a.id) if isinstance(a, Var) else None
+        if e is None:
+            text = self.arg(a)
+            prec = _UNARY if text.startswith("-") else _ATOM  # NOTE: -2.0 ** x is -(2.0 ** x)
+        else:
+            text, prec = e
+        return f"({text})" if prec < need else text
 
     def kwargs(self, kws: list[tuple[str, Any]]) -> list[str]:
         """Keyword arguments: ``k=v`` while ``k`` is a plain name, then ``**{K: v, ...}`` from the
@@ -257,23 +277,31 @@ class _Emitter:
         args = op.args if args is None else args
         f = op.fn
         kws = [(k, v) for k, v in op.kwargs if not k.startswith("_")]
+        self.prec = _ATOM
         fast = self._array_form(op.prim, args, kws)
         if fast is not None:
             return fast
         if not kws:
             if f in _INFIX and len(args) == 2:
-                a = self.arg(args[0])
-                if f is operator.pow and a.startswith("-"):  # NOTE: -2.0 ** x is -(2.0 ** x)
-                    a = f"({a})"
-                return f"{a} {_INFIX[f]} {self.arg(args[1])}"
+                return self._infix(_INFIX[f], args[0], args[1])
             if f in _PREFIX and len(args) == 1:
-                return f"{_PREFIX[f]}{self.arg(args[0])}"
+                self.prec = _UNARY
+                return f"{_PREFIX[f]}{self.operand(args[0], _UNARY)}"
             if f is operator.getitem and len(args) == 2:
-                return f"{self.arg(args[0])}[{self.index(args[1])}]"
-        parts = [self.arg(a) for a in args] + self.kwargs(kws)
+                return f"{self.operand(args[0], _ATOM)}[{self.index(args[1])}]"
         if isinstance(f, _METHOD_TYPES) and args and isinstance(args[0], Var) and _is_name(f.__name__):
-            return f"{parts[0]}.{f.__name__}({', '.join(parts[1:])})"
+            parts = [self.arg(a) for a in args[1:]] + self.kwargs(kws)
+            return f"{self.operand(args[0], _ATOM)}.{f.__name__}({', '.join(parts)})"
+        parts = [self.arg(a) for a in args] + self.kwargs(kws)
         return f"{self.fn(f, op.prim)}({', '.join(parts)})"
+
+    def _infix(self, sym: str, a: Any, b: Any) -> str:
+        """``a sym b`` with the parentheses Python's grammar needs: operators group to the left
+        (``a - (b - c)``), ``**`` to the right and more tightly than a unary minus on its left
+        (``(-a) ** b``, ``a ** -b``), and comparisons never chain (``(a < b) == c``)."""
+        p = self.prec = _PREC[sym]
+        left, right = (p + 1, _UNARY) if sym == "**" else (p + 1, p + 1) if p == 6 else (p, p + 1)
+        return f"{self.operand(a, left)} {sym} {self.operand(b, right)}"
 
     def _array_form(self, prim: str, args: tuple[Any, ...], kws: list[tuple[str, Any]]) -> str | None:
         """The operator or method spelling of a numpy call on arrays (``a @ b``, ``x.sum(axis=0)``,
@@ -284,10 +312,10 @@ class _Emitter:
             return len(t.shape) if isinstance(t, ArrayT) and not t.scalar else -1
 
         if prim == "numpy.matmul" and len(args) == 2 and not kws and nd(args[0]) >= 1 and nd(args[1]) >= 1:
-            return f"{self.arg(args[0])} @ {self.arg(args[1])}"
+            return self._infix("@", args[0], args[1])
         if not args or nd(args[0]) < 0:
             return None
-        x = self.arg(args[0])
+        x = self.operand(args[0], _ATOM)
         if prim == "numpy.sum" and len(args) == 1 and {k for k, _ in kws} <= {"axis", "keepdims", "dtype"}:
             return f"{x}.sum({', '.join(f'{k}={self.arg(v)}' for k, v in kws)})"
         if prim in ("numpy.swapaxes", "numpy.transpose") and not kws and all(isinstance(a, Const) for a in args[1:]):
@@ -311,13 +339,13 @@ class _Emitter:
             k = len(self.guard_names)
             self.guard_names.append(f"{op.loc.long if op.loc else '?'}")
             exp = op.kw("expected")
-            a = self.arg(op.args[0])
+            a = self.operand(op.args[0], _PREC["|"])
             test = f"not {a}" if exp is True else (a if exp is False else f"{a} != {self.lit(exp)}")
             return [f"if {test}: raise _GuardError({k})  # guard: the traced branch{loc[3:] and ' at' + loc[3:]}"]
         if op.prim == "irad.ops.guard_dtype":
             k = len(self.guard_names)
             self.guard_names.append(f"{op.loc.long if op.loc else '?'}")
-            return [f"if {self.arg(op.args[0])}.dtype != {self.obj(op.kw('expected'), 'dtype')}: "
+            return [f"if {self.operand(op.args[0], _ATOM)}.dtype != {self.obj(op.kw('expected'), 'dtype')}: "
                     f"raise _GuardError({k})  # guard: data-dependent dtype"]
         if op.prim == "irad.ops.guard_shape":
             k = len(self.guard_names)
@@ -363,6 +391,63 @@ class _Emitter:
         return [f"{self.var(out)} = {rhs}{note}"]
 
 
+#: how deeply lowering nests inlined temporaries: CPython's compiler recurses per nesting level,
+#: and a long chain (a loop's running sum) reads better in steps anyway
+MAX_INLINE_DEPTH = 6
+
+
+def _operator_form(op: Op) -> bool:
+    """``op`` lowers to a Python operator expression (``a * b``, ``-a``) with one result."""
+    if op.unpack or len(op.outs) != 1 or any(not k.startswith("_") for k, _ in op.kwargs):
+        return False
+    f = op.fn
+    return _hashable(f) and ((f in _INFIX and len(op.args) == 2) or (f in _PREFIX and len(op.args) == 1))
+
+
+def _immutable(t: Any) -> bool:
+    return isinstance(t, ScalarT) or (isinstance(t, ArrayT) and t.scalar)
+
+
+def inline_plan(g: Graph, keep: set[int]) -> dict[int, int]:
+    """Which temporaries lowering writes into their one reader's expression: op index -> reader's index.
+
+    A temporary qualifies when an operator computes it (``t = a * b``), exactly one op reads it,
+    once, and it is no output.  The expression then runs where its reader runs, so moving it must
+    not change what it reads or when it may raise: a temporary of Python numbers or numpy scalars
+    (immutable) may move past any op without effects; one that reads an array only past other
+    operator expressions (no in-place write can come between).  Same operations, same order of
+    each expression's operands: the same bits.
+    """
+    uses: dict[int, int] = {}
+    reader: dict[int, int] = {}
+    for j, op in enumerate(g.ops):
+        for v in op.inputs:
+            uses[v.id] = uses.get(v.id, 0) + 1
+            reader[v.id] = j
+    effects = [0]  # effects[k]: how many of ops[:k] have effects
+    plain = [0]  # plain[k]: how many of ops[:k] are operator expressions
+    for op in g.ops:
+        effects.append(effects[-1] + (op.prim in GUARD_PRIMS or is_impure_prim(op.prim)))
+        plain.append(plain[-1] + _operator_form(op))
+    into: dict[int, int] = {}
+    depth: dict[int, int] = {}  # an inlined value's Var id -> how deeply its expression nests
+    for i, op in enumerate(g.ops):
+        if not _operator_form(op) or effects[i + 1] - effects[i]:
+            continue
+        o = op.outs[0]
+        j = reader.get(o.id)
+        if j is None or uses[o.id] != 1 or o.id in keep or effects[j] - effects[i + 1]:
+            continue  # read twice, an output, or an effect (a guard, an impure call) runs between
+        if not (_immutable(o.type) and all(_immutable(v.type) for v in op.inputs)) and \
+                plain[j] - plain[i + 1] != j - i - 1:
+            continue  # it reads an array and another kind of op runs between
+        d = 1 + max((depth.get(v.id, 0) for v in op.inputs), default=0)
+        if d <= MAX_INLINE_DEPTH:
+            into[i] = j
+            depth[o.id] = d
+    return into
+
+
 def _hashable(x: Any) -> bool:
     try:
         hash(x)
@@ -379,28 +464,35 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "") -> Lowered:
     name = e.fresh(name or g.name)
     params = [e.var(v) for v in g.inputs]
 
+    keep = {o.id for o in g.outputs if isinstance(o, Var)} | {v.id for v in g.inputs}
+    into = inline_plan(g, keep)
+    at = list(range(len(g.ops)))  # where each op's value is computed: an inlined one in its reader
+    for i in sorted(into, reverse=True):
+        at[i] = at[into[i]]
     last_use: dict[int, int] = {}
     for i, op in enumerate(g.ops):
         for v in op.inputs:
-            last_use[v.id] = i
-    keep = {o.id for o in g.outputs if isinstance(o, Var)} | {v.id for v in g.inputs}
+            last_use[v.id] = max(last_use.get(v.id, -1), at[i])
+    inlined_outs = {g.ops[i].outs[0].id for i in into}
     dying: dict[int, list[Var]] = {}
     for i, op in enumerate(g.ops):
         for o in op.outs:
             if o.id not in keep and o.id not in last_use and (isinstance(o.type, ArrayT) or o.type == OpaqueT("state")):
                 last_use[o.id] = i  # never used: free at once
-    for vid, i in last_use.items():
-        dying.setdefault(i, [])
     defined = {o.id: o for op in g.ops for o in op.outs}
     for vid, i in last_use.items():
         v = defined.get(vid)
-        if v is not None and vid not in keep and (isinstance(v.type, ArrayT) and not v.type.scalar
-                                                  or v.type == OpaqueT("state")):
-            dying[i].append(v)
+        if v is not None and vid not in keep and vid not in inlined_outs and (
+                isinstance(v.type, ArrayT) and not v.type.scalar or v.type == OpaqueT("state")):
+            dying.setdefault(i, []).append(v)
 
     body: list[str] = []
     for i, op in enumerate(g.ops):
-        body.extend(e.op(op))
+        if i in into:
+            text = e.call(op)
+            e.inlined[op.outs[0].id] = (text, e.prec)
+        else:
+            body.extend(e.op(op))
         dead = dying.get(i)
         if dead:
             body.append("del " + ", ".join(e.var(v) for v in dead))

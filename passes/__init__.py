@@ -11,5 +11,6 @@ from .explicit_state import explicit_state, not_serialisable
 from .fold import fold_constants
 from .inline import inline_pullbacks
 from .manager import PIPELINE, run
+from .simplify import simplify
 
-__all__ = ["PIPELINE", "accumulate_in_place", "cse", "dce", "explicit_state", "not_serialisable", "fold_constants", "inline_pullbacks", "run", "to_nx"]
+__all__ = ["PIPELINE", "accumulate_in_place", "cse", "dce", "explicit_state", "not_serialisable", "fold_constants", "inline_pullbacks", "run", "simplify", "to_nx"]

@@ -18,4 +18,4 @@ def test_benchmarks_quick_irad_agrees_with_hand_written() -> None:
     r = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--contenders", "irad"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONHASHSEED": "0"})
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "6 workloads x 2 contenders (hand, irad): 12 run and agree" in r.stdout, r.stdout
+    assert "7 workloads x 2 contenders (hand, irad): 14 run and agree" in r.stdout, r.stdout
