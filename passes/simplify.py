@@ -126,6 +126,8 @@ def simplify(g: Graph) -> Graph:
 
 def _rewrite(op: Op, single: Any, negated: Any, make: Any, env: dict[int, Any]) -> Any:
     """The ops that replace ``op`` (``op`` itself, as the same object, when no rule applies)."""
+    if op.prim == "numpy.tensordot" and len(op.outs) == 1 and not op.unpack:
+        return _outer_with_scalar(op)
     if not (op.kwargs == () and not op.unpack and len(op.outs) == 1 and op.prim in (_POW, _MUL, _DIV, _ADD, _SUB, _NEG)):
         return op
     out = op.outs[0]
@@ -182,4 +184,20 @@ def _rewrite(op: Op, single: Any, negated: Any, make: Any, env: dict[int, Any]) 
             if w is not None:
                 prod = make(_MUL, (w, m.args[1 - i]) if i == 0 else (m.args[0], w), m)
                 return (prod, make(_SUB if op.prim == _ADD else _ADD, (a, prod.outs[0]), op, out))
+    return op
+
+
+def _outer_with_scalar(op: Op) -> Any:
+    """``np.tensordot(y, c, axes=([], []))`` with a 0-d ``c`` (a scalar's pullback through ``dot``)
+    is ``y * c``: one multiplication per element either way, the same bits."""
+    out = op.outs[0]
+    kws = dict(op.kwargs)
+    if len(op.args) != 2 or set(kws) != {"axes"} or not isinstance(kws["axes"], Const):
+        return op
+    y, c = op.args
+    ct = getattr(c, "type", None)
+    if kws["axes"].value in (([], []), ((), ()), 0) and isinstance(y, Var) and y.type == out.type and \
+            isinstance(y.type, ArrayT) and y.type.shape and isinstance(ct, ArrayT) and ct.shape == () and \
+            np.result_type(y.type.dtype, ct.dtype) == np.dtype(y.type.dtype):
+        return (Op("operator.mul", (y, c), (), (out,), operator.mul, op.loc),)
     return op

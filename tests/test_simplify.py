@@ -362,3 +362,17 @@ def test_numpy_scalar_elements_and_their_constants(dtype):
     check_grads(rosen, x)
     if dtype is np.float64:
         assert "f64_1_0" not in vg.program(x).source
+
+
+def test_an_outer_product_with_a_scalar_is_a_product():
+    y, c = np.arange(1.0, 4.0), np.array(0.5)
+    f = lambda a, s: np.tensordot(a, s, axes=([], []))  # noqa: E731
+    assert _simplified_prims(f, y, c) == ["operator.mul"]
+    assert _simplified_prims(f, np.ones((2, 3)), np.float64(2.0)) == ["operator.mul"]
+    # near-misses: an outer product of two vectors; a float32 vector times a float64 scalar (upcasts)
+    assert _simplified_prims(f, y, y) == ["numpy.tensordot"]
+    assert _simplified_prims(f, y.astype(np.float32), c) == ["numpy.tensordot"]
+    loss = lambda a, b: 0.5 * np.dot(a, b) + np.sum(np.tensordot(a, b[0], axes=([], [])))  # noqa: E731
+    rng = np.random.default_rng(0)
+    _same_programs(loss, *[(rng.normal(size=4), rng.normal(size=4)) for _ in range(3)])
+    check_grads(loss, rng.normal(size=4), rng.normal(size=4), argnums=(0, 1))
