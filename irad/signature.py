@@ -129,7 +129,14 @@ def _key(x: Any, leaves: list[Any], deep: bool = False) -> Any:
             return (tx, "floats", len(x))
         return (tx,) + tuple(_key(e, leaves, deep) for e in x)
     if tx is dict or tx is OrderedDict:  # NOTE: the same containers as irad.pytree flattens
-        return (tx,) + tuple((k, _key(v, leaves, deep)) for k, v in x.items())
+        parts: list[Any] = [tx]
+        for k, v in x.items():
+            if type(v) is np.ndarray:  # NOTE: a dict of arrays (parameters) without a call per entry
+                leaves.append(v)
+                parts.append((k, (v.dtype, v.shape)))
+            else:
+                parts.append((k, _key(v, leaves, deep)))
+        return tuple(parts)
     if x is None:
         return None
     if isinstance(x, tuple) and hasattr(tx, "_fields"):  # namedtuple
