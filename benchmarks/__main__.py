@@ -231,8 +231,9 @@ def irad_extras(rounds: int = 7) -> dict[str, Any]:
         out["dispatch_share"] = disp / float(np.median(t_call))
     except Exception:  # noqa: BLE001  (the cache's layout changed: leave this figure out)
         out["dispatch_share"] = None
-    from benchmarks.overhead import measure
+    from benchmarks.overhead import entry_parts, measure
     out["overhead"] = measure()
+    out["entry"] = entry_parts()
     # accumulate_in_place on the MLP
     vga = irad.value_and_grad(mlp.loss, passes=[*irad.passes.PIPELINE, irad.passes.accumulate_in_place])
     agree(vga(*args), mlp.hand(*args), 1e-9, 1e-12)
@@ -358,6 +359,11 @@ def report(results: list[dict[str, Any]], cs: list[Contender], notices: list[str
                      f"{int(r['n_deps'])} deps = {100 * r['check_share']:.1f} % of the call" + (
                          "." if b is None else f" (before `irad.signature`, 65aff21: {b[0]:.2f}x, check "
                          f"{b[1]:.2f} µs for {b[2]} deps)."))
+        for name, r in extras.get("entry", {}).items():
+            L.append(f"- entry path, {name} (`benchmarks.overhead.entry_parts`): call key {r['key']:.2f} µs, cache "
+                     f"lookup {r['lookup']:.2f}, assumption check {r['check']:.2f}, building (value, grad) "
+                     f"{r['build']:.2f}; the whole dispatch (the call minus its program) {r['dispatch']:.2f} µs "
+                     "(target for the parts together: 1 µs).")
         a = extras["aip"]
         L.append(f"- `accumulate_in_place` on the MLP: peak {a['default_kib']:.0f} KiB → {a['aip_kib']:.0f} KiB, "
                  f"time {a['default_us']:.0f} µs → {a['aip_us']:.0f} µs ({a['ratio']:.2f}x).")
