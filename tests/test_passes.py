@@ -14,7 +14,8 @@ from irad.errors import PassError
 
 from functions import CASES
 
-ALL_PASSES = [P.cse, P.dce, P.fold_constants, P.simplify, P.inline_pullbacks, P.explicit_state]
+ALL_PASSES = [P.cse, P.dce, P.fold_constants, P.simplify, P.inline_pullbacks, P.explicit_state,
+              P.cholesky_consumers, P.triangular_solves]
 DIFF = [c for c in CASES if c.differentiable and not c.impure and not c.guards]
 
 
@@ -67,8 +68,8 @@ def test_every_pass_has_a_one_line_docstring_and_example():
 
 
 def test_default_pipeline_is_visible_and_used():
-    assert P.PIPELINE[:4] == (P.explicit_state, P.inline_pullbacks, P.fold_constants, P.simplify)
-    assert P.PIPELINE[-2:] == (P.cse, P.dce)
+    assert P.PIPELINE == (P.explicit_state, P.cholesky_consumers, P.inline_pullbacks, P.triangular_solves,
+                          P.fold_constants, P.simplify, P.cse, P.dce)
     prog = irad.compile(lambda x: np.tanh(x).sum(), np.ones(3))
     assert "after inline_pullbacks" in "\n".join(prog.graph.provenance)
 

@@ -22,6 +22,7 @@ import pytest
 from irad import ops
 from irad.rules import doc, registry
 from irad.rules._common import builtin_entries, builtin_nondiff
+from irad.rules.decomp_rules import cho_inverse
 from irad.rules.python_rules import digamma
 from irad.testing import check_rule, numerical_vjp
 
@@ -834,6 +835,7 @@ case(np.linalg.eigvalsh, R(3, 3), UPLO="U")
 case(np.linalg.cholesky, spd(4))
 case(np.linalg.cholesky, spd(3) + np.triu(R(3, 3), 1))    # upper triangle ignored
 case(np.linalg.cholesky, spd(3) + np.tril(R(3, 3), -1), upper=True)
+case(cho_inverse, np.linalg.cholesky(spd(4)))                  # K^-1 from K's factor (passes/structure.py)
 case(np.linalg.cholesky, spd(3, (2,)))
 case(np.linalg.svd, R(4, 3), full_matrices=False)
 case(np.linalg.svd, R(3, 5), full_matrices=False)

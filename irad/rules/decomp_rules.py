@@ -49,10 +49,19 @@ def _sym(x: Any) -> Any:
     return 0.5 * (x + _H(x))
 
 
+def _tri_weights(n: int, lower: bool, diag: float, dtype: Any) -> Any:
+    """``diag`` on the diagonal, 1 on the ``lower`` (else upper) side, 0 on the other: one
+    multiplication instead of ``tril``s (``np.tril`` builds a mask and runs ``where``: ~3x the cost
+    of a product).  Built from constants only: the passes fold it into one."""
+    w = (np.tri(n, k=-1) + diag * np.eye(n)).astype(dtype)
+    return w if lower else np.transpose(w)
+
+
 def _on_triangle(gs: Any, lower: bool) -> Any:
     """A Hermitian cotangent moved onto the triangle numpy reads: off-diagonal entries double
-    (the other triangle is their conjugate), the diagonal (real) stays."""
-    return np.tril(gs) + np.tril(gs, -1) if lower else np.triu(gs) + np.triu(gs, 1)
+    (the other triangle is their conjugate), the diagonal (real) stays.  (Exactly
+    ``tril(gs) + tril(gs, -1)``: the weights are 2, 1 and 0.)"""
+    return gs * (2.0 * _tri_weights(np.shape(gs)[-1], lower, 0.5, gs.dtype))
 
 
 def _inv_gaps(w: Any) -> Any:
@@ -110,11 +119,15 @@ def cholesky_pullback(s: Any, g: Any) -> tuple[Any]:
     convention conj(S) = L^-T Phi(L^T gL) conj(L)^-1.  ``upper``: A = U^H U, L = U^H, gL = gU^H."""
     low, upper = s
     gl = _H(g) if upper else g
-    p = np.tril(_mm(_T(low), gl))
-    p = p - 0.5 * (np.eye(np.shape(low)[-1]) * p)
+    n = np.shape(low)[-1]
+    p = _mm(_T(low), gl)
+    p = p * _tri_weights(n, True, 0.5, p.dtype)  # Phi(L^T gL)
+    # NOTE: general solves with the factor: irad.passes.structure knows L is triangular and turns
+    # them into triangular solves where SciPy is installed
     x = np.linalg.solve(_T(low), p)             # L^-T P
     smat = _T(np.linalg.solve(_H(low), _T(x)))  # L^-T P conj(L)^-1
-    return (_on_triangle(_sym(smat), not upper),)
+    # _on_triangle(_sym(smat)), with the 1/2 of _sym and the 2 of _on_triangle cancelled (exact)
+    return ((smat + _H(smat)) * _tri_weights(n, not upper, 0.5, smat.dtype),)
 
 
 def eig_fwd(a: Any) -> tuple[Any, Any]:
@@ -169,6 +182,35 @@ T.rule(np.linalg.eigh, eigh_fwd, eigh_pullback,
 T.rule(np.linalg.eigvalsh, eigvalsh_fwd, eigvalsh_pullback, "batched, complex Hermitian; reads the UPLO triangle")
 T.rule(np.linalg.cholesky, cholesky_fwd, cholesky_pullback,
        "batched, complex Hermitian; reads one triangle (upper=)")
+
+
+def cho_inverse(low: Any) -> Any:
+    """``K^-1`` for ``K = L L^T`` from its lower Cholesky factor ``L`` (real, 2-D; LAPACK ``potri``,
+    SciPy): the lower triangle of the result is ``K^-1``'s, the strict upper one is ``L``'s (zero
+    for a factor).  ``irad.passes.structure`` calls it for cotangents that need ``K^-1``."""
+    from scipy.linalg import lapack  # NOTE: SciPy is optional; only graphs rewritten where it is installed call this
+    (potri,) = lapack.get_lapack_funcs(("potri",), (low,))
+    r, info = potri(np.transpose(low), lower=0)  # U = L^T: Fortran order without a copy
+    if info != 0:
+        raise np.linalg.LinAlgError(f"cho_inverse: the factor is singular (potri info={info})")
+    return np.transpose(r)
+
+
+def cho_inverse_fwd(low: Any) -> tuple[Any, Any]:
+    r = cho_inverse(low)
+    return r, (low, r)
+
+
+def cho_inverse_pullback(s: Any, g: Any) -> tuple[Any]:
+    """R = tril(K^-1) + triu(L, 1), K = tril(L) tril(L)^T: with H = -K^-1 tril(gR) K^-1, L gets
+    tril((H + H^T) tril(L)) + triu(gR, 1)."""
+    low, r = s
+    kinv = np.tril(r) + np.transpose(np.tril(r, -1))
+    h = -_mm(kinv, np.tril(g), kinv)
+    return (np.tril(_mm(h + _T(h), np.tril(low))) + np.triu(g, 1),)
+
+
+T.rule(cho_inverse, cho_inverse_fwd, cho_inverse_pullback, "real 2-D factors (SciPy)")
 
 # ---- svd -------------------------------------------------------------------------------------
 
