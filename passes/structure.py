@@ -252,8 +252,10 @@ def triangular_solves(g: Graph) -> Graph:
     After:  ``%4 = scipy.linalg.solve_triangular[lower=True, check_finite=False](%2, %3)``, and
     ``solve(Lᵀ, solve(L, b))`` (the inner result read nowhere else) is one ``scipy.linalg.cho_solve``.
     """
+    if not any(op.prim in ("numpy.linalg.solve", "scipy.linalg.solve_triangular") for op in g.ops):
+        return g  # NOTE: before SciPy is imported (~0.2 s): most graphs solve nothing
     sla = _SciPy.linalg()
-    if sla is None or not any(op.prim in ("numpy.linalg.solve", "scipy.linalg.solve_triangular") for op in g.ops):
+    if sla is None:
         return g
     facts = structure(g)
     uses = _uses(g)
@@ -489,6 +491,8 @@ def cholesky_consumers(g: Graph) -> Graph:
     ``sum(log(diag(L)))``: ``K̄ += t̄ K⁻¹``, ``K⁻¹`` from ``potri``); the Cholesky pullback only
     sees ``L̄`` from other uses of ``L`` (none: it is gone).  Real 2-D ``K`` (``upper=False``).
     """
+    if not any(op.prim == "rule_fwd" and _rule_name(op) == "numpy.linalg.cholesky" for op in g.ops):
+        return g  # NOTE: before SciPy is imported (~0.2 s): most graphs factor nothing
     sla = _SciPy.linalg()
     if sla is None:
         return g
