@@ -117,11 +117,12 @@ def simplify(g: Graph) -> Graph:
             ops.append(n)
             for o in n.outs:
                 defs[o.id] = n
-    if not changed:
+    if changed:
+        g = g.replace(ops=tuple(ops), outputs=tuple(map_atoms(o, sub) for o in g.outputs))
+    g, assembled = _assemble_scatters(g, next_id)
+    if not changed and not assembled:
         return g
-    outputs = tuple(map_atoms(o, sub) for o in g.outputs)
-    return g.replace(ops=tuple(ops), outputs=outputs,
-                     provenance=g.provenance + (f"after simplify: rewrote {changed} ops",))
+    return g.replace(provenance=g.provenance + (f"after simplify: rewrote {changed + assembled} ops",))
 
 
 def _rewrite(op: Op, single: Any, negated: Any, make: Any, env: dict[int, Any]) -> Any:
@@ -201,3 +202,94 @@ def _outer_with_scalar(op: Op) -> Any:
             np.result_type(y.type.dtype, ct.dtype) == np.dtype(y.type.dtype):
         return (Op("operator.mul", (y, c), (), (out,), operator.mul, op.loc),)
     return op
+
+
+# ---- a gradient assembled element by element ---------------------------------------------------
+
+_F64 = ArrayT("float64", (), True)
+#: the largest array whose elements ``_assemble_scatters`` writes out one by one
+MAX_ASSEMBLED = 1024
+
+
+def _scatter_of(op: Op) -> tuple[tuple[int, ...], dict[int, Any]] | None:
+    """``irad.ops.setitem(zeros, i, v)`` (``x[i]``'s pullback: a float64 array of zeros with one
+    float element set) as ``(shape, {flat index: v})``; else None."""
+    if op.prim != "irad.ops.setitem" or op.kwargs or op.unpack or len(op.args) != 3 or len(op.outs) != 1:
+        return None
+    z, idx, v = op.args
+    zv = z.value if isinstance(z, Const) and not z.live else None
+    if not isinstance(zv, np.ndarray) or zv.dtype != np.float64 or zv.ndim == 0 or zv.size > MAX_ASSEMBLED or \
+            zv.any() or not isinstance(idx, Const) or op.outs[0].type != ArrayT("float64", zv.shape):
+        return None
+    i = idx.value if type(idx.value) is tuple else (idx.value,)
+    if len(i) != zv.ndim or any(type(k) is not int or not -n <= k < n for k, n in zip(i, zv.shape)):
+        return None
+    if not (isinstance(v, (Var, Const)) and v.type in (ScalarT("float"), _F64)):
+        return None
+    return zv.shape, {int(np.ravel_multi_index(tuple(k % n for k, n in zip(i, zv.shape)), zv.shape)): v}
+
+
+def _assemble_scatters(g: Graph, next_id: int) -> tuple[Graph, int]:
+    """A sum of one-element scatters becomes one array of per-element sums.
+
+    ``x[i]`` of an array has the pullback ``setitem(zeros, i, ḡ)``, so scalar code that indexes an
+    array (``x[i + 1] - x[i] ** 2``) accumulates its gradient as a chain of whole-array copies and
+    additions.  Each element's additions happen in the same order on the same numbers, and the
+    result is built once (``np.array([...])``): the same bits, except that a ``-0.0`` element
+    that the chain would have added ``+0.0`` to stays ``-0.0``.
+    """
+    uses: dict[int, int] = {}
+    reader: dict[int, int] = {}
+    for j, op in enumerate(g.ops):
+        for v in op.inputs:
+            uses[v.id] = uses.get(v.id, 0) + 1
+            reader[v.id] = j
+    for o in g.outputs:
+        if isinstance(o, Var):
+            uses[o.id] = uses.get(o.id, 0) + 2
+    parts: dict[int, tuple[tuple[int, ...], dict[int, Any]]] = {}  # a scatter or a sum of them
+    for op in g.ops:
+        sc = _scatter_of(op)
+        if sc is None and op.prim == "operator.add" and len(op.args) == 2 and not op.kwargs and len(op.outs) == 1:
+            a, b = (parts.get(x.id) if isinstance(x, Var) else None for x in op.args)
+            if a is not None and b is not None and a[0] == b[0]:
+                merged = dict(a[1])
+                for k, e in b[1].items():
+                    merged[k] = ("+", merged[k], e) if k in merged else e
+                sc = (a[0], merged)
+        if sc is not None:
+            parts[op.outs[0].id] = sc
+    # a part read once, by a sum of parts, is folded into that sum; the others are built where they are
+    folded = {vid for vid in parts if uses.get(vid) == 1 and g.ops[reader[vid]].prim == "operator.add"
+              and g.ops[reader[vid]].outs[0].id in parts}
+    built_set = {op.outs[0].id for op in g.ops if op.prim == "operator.add" and op.outs and op.outs[0].id in parts
+                 and op.outs[0].id not in folded}
+    if not built_set:
+        return g, 0
+    ops: list[Op] = []
+    for op in g.ops:
+        o = op.outs[0].id if len(op.outs) == 1 else None
+        if o in folded:
+            continue
+        if o not in built_set:
+            ops.append(op)
+            continue
+        shape, elems = parts[o]
+
+        def emit(e: Any) -> Any:
+            nonlocal next_id
+            if not isinstance(e, tuple):
+                return e
+            x, y = emit(e[1]), emit(e[2])
+            t = _F64 if _F64 in (x.type, y.type) else ScalarT("float")
+            out = Var(next_id, t)
+            next_id += 1
+            ops.append(Op("operator.add", (x, y), (), (out,), operator.add, op.loc))
+            return out
+
+        flat = [emit(elems[k]) if k in elems else const(0.0) for k in range(int(np.prod(shape)))]
+        nested: Any = flat
+        for n in reversed(shape[1:]):
+            nested = [nested[k:k + n] for k in range(0, len(nested), n)]
+        ops.append(Op("numpy.array", (nested,), (("dtype", const(np.dtype(np.float64))),), op.outs, np.array, op.loc))
+    return g.replace(ops=tuple(ops)), len(built_set)

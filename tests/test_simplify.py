@@ -376,3 +376,74 @@ def test_an_outer_product_with_a_scalar_is_a_product():
     rng = np.random.default_rng(0)
     _same_programs(loss, *[(rng.normal(size=4), rng.normal(size=4)) for _ in range(3)])
     check_grads(loss, rng.normal(size=4), rng.normal(size=4), argnums=(0, 1))
+
+
+# ---- a gradient assembled element by element -------------------------------------------------------
+
+def _grid(x):
+    """Scalar code over a 2-D array: a discrete Laplacian energy, element by element."""
+    n, m = x.shape
+    e = 0.0
+    for i in range(1, n):
+        for j in range(m):
+            d = x[i, j] - x[i - 1, j]
+            e = e + d * d + 0.5 * x[i, j] * x[0, j]
+    return e
+
+
+def _prims_of(f, *args):
+    return [op.prim for op in irad.compile(f, *args).graph.ops]
+
+
+@pytest.mark.parametrize("n", [2, 3, 9])
+def test_scatters_of_array_elements_become_one_array(n):
+    rng = np.random.default_rng(n)
+    exact = [(rng.integers(-5, 5, size=n).astype(float),) for _ in range(3)]
+    vg = _same_programs(rosen, *exact)
+    prims = _prims_of(rosen, exact[0][0])
+    assert "irad.ops.setitem" not in prims and prims.count("numpy.array") == 1
+    x = rng.normal(size=n)
+    vg(x)
+    check_grads(rosen, rng.normal(size=n))
+
+
+def test_scatters_in_two_dimensions_and_repeated_elements():
+    rng = np.random.default_rng(7)
+    exact = [(rng.integers(-3, 3, size=(3, 4)).astype(float),) for _ in range(3)]
+    _same_programs(_grid, *exact)
+    assert "irad.ops.setitem" not in _prims_of(_grid, exact[0][0])
+    check_grads(_grid, rng.normal(size=(3, 4)))
+
+
+def test_scatter_near_misses_keep_their_scatters():
+    def sliced(x):
+        return np.sum(x[1:3] * x[0]) + x[2] * x[1]
+
+    def f32(x):
+        return x[0] * x[1] + x[2]
+
+    assert "irad.ops.setitem" in _prims_of(sliced, np.arange(4.0)) or \
+        "irad.ops.add_at" in _prims_of(sliced, np.arange(4.0))
+    assert "numpy.array" not in _prims_of(f32, np.arange(3, dtype=np.float32))
+    big = np.arange(float(2 * 1024))
+    assert "numpy.array" not in _prims_of(lambda x: x[0] * x[5] + x[7], big)
+    rng = np.random.default_rng(0)
+    for f, x in ((sliced, rng.normal(size=4)), (f32, rng.normal(size=3).astype(np.float32))):
+        vg = irad.value_and_grad(f)
+        vg(x)
+        check_grads(f, rng.normal(size=x.shape).astype(x.dtype), rtol=1e-3 if x.dtype == np.float32 else 1e-6)
+
+
+def test_assembled_gradients_under_jacobians_and_hessians():
+    x = np.array([0.3, -1.2, 0.8, 2.0])
+    n = len(x)
+    want = np.zeros((n, n))
+    for i in range(n - 1):  # the Rosenbrock Hessian, by hand
+        want[i, i] += 1200.0 * x[i] ** 2 - 400.0 * x[i + 1] + 2.0
+        want[i + 1, i + 1] += 200.0
+        want[i, i + 1] -= 400.0 * x[i]
+        want[i + 1, i] -= 400.0 * x[i]
+    for make in (irad.hessian, lambda f: irad.jacrev(irad.grad(f)), lambda f: irad.jacfwd(irad.grad(f))):
+        h = make(rosen)
+        h(x + 1.0)
+        np.testing.assert_allclose(h(x), want, rtol=1e-10, atol=1e-10)
