@@ -555,10 +555,11 @@ class GradFunction:
                     continue
                 if k:
                     cache.promote(key, progs, k)
-                try:
-                    cache.touch(key)  # the most recently used key
-                except KeyError:  # dropped by another thread meanwhile
-                    pass
+                if cache.size() > 1:
+                    try:
+                        cache.touch(key)  # the most recently used key
+                    except KeyError:  # dropped by another thread meanwhile
+                        pass
                 if cache.stale_counts:
                     cache.settled()
                 return prog, flat

@@ -411,6 +411,8 @@ class ProgramCache(Generic[P]):
         self.get: Callable[[Any], list[P] | None] = self._entries.get
         #: mark a key the most recently used (KeyError when it was dropped meanwhile)
         self.touch: Callable[[Any], None] = self._entries.move_to_end
+        #: how many keys it holds (a bound C method: with one key there is no order to keep)
+        self.size: Callable[[], int] = self._entries.__len__
         self._lock = threading.Lock()
         #: why -> how many calls in a row found it changed (cleared when a cached program runs)
         self.stale_counts: dict[str, int] = {}
