@@ -396,12 +396,21 @@ class _Emitter:
 MAX_INLINE_DEPTH = 6
 
 
+#: numpy calls lowering may write into their reader's expression: pure, and cheap to read twice
+#: as text (``x.T``, ``a @ b``)
+_PURE_VIEWS = frozenset({"numpy.matmul", "numpy.transpose", "numpy.swapaxes"})
+
+
 def _operator_form(op: Op) -> bool:
-    """``op`` lowers to a Python operator expression (``a * b``, ``-a``) with one result."""
+    """``op`` lowers to a Python operator expression (``a * b``, ``-a``, ``x[i]``, ``x.T``, ``a @ b``)
+    with one result."""
     if op.unpack or len(op.outs) != 1 or any(not k.startswith("_") for k, _ in op.kwargs):
         return False
+    if op.prim in _PURE_VIEWS:
+        return True
     f = op.fn
-    return _hashable(f) and ((f in _INFIX and len(op.args) == 2) or (f in _PREFIX and len(op.args) == 1))
+    return _hashable(f) and ((f in _INFIX and len(op.args) == 2) or (f in _PREFIX and len(op.args) == 1) or
+                             (f is operator.getitem and len(op.args) == 2))
 
 
 def _immutable(t: Any) -> bool:
