@@ -522,8 +522,9 @@ def _rewrite_one_cholesky(g: Graph, sla: Any) -> Graph | None:
         pbc = uses.pullback.get(state.id)
         if pbc is None or fact is None or fact.factor_of != k or not _real_matrix(low.type) or k.type != low.type:
             continue
-        solves = [m for u in uses.by.get(low.id, []) if (m := _match_solve(u, low, uses)) is not None]
-        logdets = [m for u in uses.by.get(low.id, []) if (m := _match_logdet(u, low, uses)) is not None]
+        users = list({id(u): u for u in uses.by.get(low.id, [])}.values())  # NOTE: solve(L, L) reads L twice
+        solves = [m for u in users if (m := _match_solve(u, low, uses)) is not None]
+        logdets = [m for u in users if (m := _match_logdet(u, low, uses)) is not None]
         if solves or logdets:
             new = _rewrite(g, chol, pbc, solves, logdets, uses, sla)
             if new is not None:
@@ -567,7 +568,9 @@ def _rewrite(g: Graph, chol: Op, pbc: Op, solves: list[_Solve], logdets: list[_L
             drop.add(id(pb))
             zero.update(o.id for o in pb.outs if o != bbar and o != uses.cot(s.pb_outer, (1,)))
     kinv: Var | None = None
-    for ld in logdets:
+    order = {id(op): i for i, op in enumerate(g.ops)}
+    # NOTE: K^-1 is computed where the first of these pullbacks runs (the last log det in the forward)
+    for ld in sorted(logdets, key=lambda ld: order[id(ld.pb_sum)]):
         new = []
         if kinv is None:
             kinv = em.var(dt, (n, n))
