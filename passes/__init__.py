@@ -12,6 +12,6 @@ from .fold import fold_constants
 from .inline import inline_pullbacks
 from .manager import PIPELINE, run
 from .simplify import simplify
-from .structure import cholesky_consumers, triangular_solves
+from .structure import cholesky_consumers, shared_lu, triangular_solves
 
-__all__ = ["PIPELINE", "accumulate_in_place", "cholesky_consumers", "cse", "dce", "explicit_state", "not_serialisable", "fold_constants", "inline_pullbacks", "run", "simplify", "to_nx", "triangular_solves"]
+__all__ = ["PIPELINE", "accumulate_in_place", "cholesky_consumers", "cse", "dce", "explicit_state", "not_serialisable", "fold_constants", "inline_pullbacks", "run", "shared_lu", "simplify", "to_nx", "triangular_solves"]

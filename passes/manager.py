@@ -12,13 +12,13 @@ from .dce import dce
 from .explicit_state import explicit_state
 from .fold import fold_constants
 from .inline import inline_pullbacks
-from .structure import cholesky_consumers, triangular_solves
+from .structure import cholesky_consumers, shared_lu, triangular_solves
 from .simplify import simplify
 
 Pass = Callable[[Graph], Graph]
 
 #: the default pipeline of irad.compile (passes=None)
-PIPELINE: tuple[Pass, ...] = (explicit_state, cholesky_consumers, inline_pullbacks, triangular_solves, fold_constants, simplify, cse, dce)
+PIPELINE: tuple[Pass, ...] = (explicit_state, cholesky_consumers, inline_pullbacks, triangular_solves, shared_lu, fold_constants, simplify, cse, dce)
 
 
 def run(g: Graph, pipeline: Sequence[Pass] | None = None, *, max_rounds: int = 10, check: bool = False) -> Graph:

@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from irad.ir import ArrayT, Const, Graph, Loc, Op, Var, const, map_atoms
+from irad.ir import ArrayT, Const, Graph, Loc, OpaqueT, Op, Var, const, map_atoms
 from irad.rules.decomp_rules import cho_inverse
 
 # ---- the analysis ---------------------------------------------------------------------------
@@ -691,3 +691,238 @@ def _combine(pbc: Op, em: _Emitter, terms: list[tuple[int, Var]], n: int, dt: st
     ops.append(em.op(operator.add, "operator.add", (k0, direct), kbar))
     return ops
 
+
+
+# ---- rewrite: one LU factorisation per general matrix ---------------------------------------
+#
+# The helpers below are what a rewritten graph calls.  Each takes the matrix ``a`` as well as its
+# factor: their rules differentiate with respect to ``a`` (the factor is a non-differentiable
+# cache), so the generated program can itself be traced and differentiated (second order).
+
+
+def lu_factor(a: Any) -> tuple[Any, Any, int]:
+    """``(lu, piv, info)`` of a real square matrix: LAPACK ``getrf``, what
+    ``scipy.linalg.lu_factor(a, check_finite=False)`` runs, without its warning for an exactly
+    singular matrix (``info > 0``): the consumers decide, as numpy's do (``solve``/``inv`` raise
+    ``LinAlgError``, ``det`` is 0, ``slogdet`` is ``(0, -inf)``)."""
+    (getrf,) = _SciPy.linalg().lapack.get_lapack_funcs(("getrf",), (a,))
+    lu, piv, info = getrf(a, overwrite_a=False)
+    if info < 0:
+        raise ValueError(f"lu_factor: illegal value in argument {-info} of getrf")
+    return lu, piv, int(info)
+
+
+def lu_solve(a: Any, factor: tuple[Any, Any, int], b: Any, trans: int) -> Any:
+    """``solve(a, b)`` (``trans=0``) or ``solve(aᵀ, b)`` (``trans=1``) from ``factor = lu_factor(a)``."""
+    lu, piv, info = factor
+    if info > 0:
+        raise np.linalg.LinAlgError("Singular matrix")
+    return _SciPy.linalg().lu_solve((lu, piv), b, trans=trans, check_finite=False)
+
+
+def lu_slogdet(a: Any, factor: tuple[Any, Any, int]) -> tuple[Any, Any]:
+    """``numpy.linalg.slogdet(a)`` from ``factor = lu_factor(a)``, in numpy's convention: the sign
+    ±1 from the pivots and the diagonal's signs, ``log|det|`` summed in order along the diagonal;
+    ``(0, -inf)`` for an exactly singular matrix; scalars of ``a``'s dtype."""
+    lu, piv, info = factor
+    t = lu.dtype.type
+    if info > 0:
+        return t(0.0), t(-np.inf)
+    d = np.diagonal(lu)
+    flips = np.count_nonzero(d < 0) + np.count_nonzero(piv != np.arange(len(piv)))
+    return t(-1.0 if flips % 2 else 1.0), np.add.accumulate(np.log(np.abs(d)))[-1]
+
+
+def lu_det(a: Any, factor: tuple[Any, Any, int]) -> Any:
+    """``numpy.linalg.det(a)`` from ``factor = lu_factor(a)``: ``sign * exp(logabsdet)``, as numpy
+    computes it (0 for an exactly singular matrix)."""
+    sign, logdet = lu_slogdet(a, factor)
+    return sign * np.exp(logdet)
+
+
+def _inv_t(a: Any, factor: tuple[Any, Any, int]) -> Any:
+    return lu_solve(a, factor, np.eye(np.shape(a)[-1], dtype=factor[0].dtype), 1)
+
+
+def _lu_solve_fwd(a: Any, factor: Any, b: Any, trans: int) -> tuple[Any, Any]:
+    x = lu_solve(a, factor, b, trans)
+    return x, (a, factor, x, trans)
+
+
+def _lu_solve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    """``x = op(A)⁻¹ b``: b gets ``op(A)⁻ᵀ g``; A gets ``-gb xᵀ`` (``op(A) = A``) or ``-x gbᵀ`` (``Aᵀ``)."""
+    a, factor, x, trans = s
+    gb = lu_solve(a, factor, g, 1 - trans)
+    xm = x[:, None] if np.ndim(x) == 1 else x
+    gm = gb[:, None] if np.ndim(gb) == 1 else gb
+    ga = -(gm @ xm.T) if trans == 0 else -(xm @ gm.T)
+    return ga, None, gb, None
+
+
+def _lu_slogdet_fwd(a: Any, factor: Any) -> tuple[Any, Any]:
+    return lu_slogdet(a, factor), (a, factor)
+
+
+def _lu_slogdet_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    a, factor = s
+    glog = g[1] if g is not None else None
+    if glog is None:
+        return np.zeros_like(a), None
+    return glog * _inv_t(a, factor), None
+
+
+def _lu_det_fwd(a: Any, factor: Any) -> tuple[Any, Any]:
+    y = lu_det(a, factor)
+    return y, (a, factor, y)
+
+
+def _lu_det_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+    a, factor, y = s
+    return (g * y) * _inv_t(a, factor), None
+
+
+def _register_lu_rules() -> None:
+    from irad.rules.registry import defrule, non_differentiable, qualname
+    non_differentiable(lu_factor)
+    defrule(lu_solve, _lu_solve_fwd, _lu_solve_pullback)
+    defrule(lu_slogdet, _lu_slogdet_fwd, _lu_slogdet_pullback)
+    defrule(lu_det, _lu_det_fwd, _lu_det_pullback)
+    _LU_NAMES.update({f: qualname(f) for f in (lu_factor, lu_solve, lu_slogdet, lu_det)})
+
+
+_LU_NAMES: dict[Any, str] = {}
+_register_lu_rules()
+_LU_CONSUMERS = frozenset({"numpy.linalg.solve", "numpy.linalg.inv", "numpy.linalg.det", "numpy.linalg.slogdet"})
+_LU_FACTOR_T = OpaqueT("lu_factor")
+
+
+def _written(g: Graph) -> Callable[[Var], bool]:
+    """``written(v)``: may ``v`` share memory with a value some op of ``g`` updates in place
+    (``add_into``, ``out=``)?  The alias classes of ``structure``'s in-place handling."""
+    parent: dict[int, int] = {}
+    mutated: list[int] = []
+
+    def root(i: int) -> int:
+        while parent.get(i, i) != i:
+            i = parent[i]
+        return i
+
+    for op in g.ops:
+        name, args, kw, outs = _primal(op)
+        if name in _VIEWS and args and isinstance(args[0], Var):
+            for o in outs:
+                parent[root(o.id)] = root(args[0].id)
+        if name in _IN_PLACE and args and isinstance(args[0], Var):
+            mutated.append(args[0].id)
+        out = kw.get("out")
+        if out is not None:
+            found: list[Var] = []
+            map_atoms(out, lambda a: found.append(a) if isinstance(a, Var) else a)
+            mutated.extend(v.id for v in found)
+    dead = {root(i) for i in mutated}
+    return lambda v: root(v.id) in dead
+
+
+def _lu_consumer(op: Op, defs: dict[int, Op]) -> tuple[Var, int] | None:
+    """``(A, trans)`` when ``op`` solves with, inverts or takes the determinant of the real 2-D
+    square matrix ``A`` (``trans=1``: of ``Aᵀ``, transposes of ``A``'s last two axes), else None."""
+    if op.prim not in _LU_CONSUMERS or op.kwargs or not op.args or not isinstance(op.args[0], Var):
+        return None
+    m = op.args[0]
+    if not _real_matrix(m.type) or m.type.shape[0] < 1:
+        return None
+    if op.prim == "numpy.linalg.solve":
+        if len(op.args) != 2 or len(op.outs) != 1 or op.unpack or not _rhs_ok(m, op.args[1], op.out, _REAL):
+            return None
+    elif len(op.args) != 1:
+        return None
+    elif op.prim == "numpy.linalg.inv":
+        if len(op.outs) != 1 or op.unpack or op.out.type != m.type:
+            return None
+    elif op.prim == "numpy.linalg.det":
+        if len(op.outs) != 1 or op.unpack:
+            return None
+    elif len(op.outs) != 2 or op.unpack is not True:
+        return None
+    trans = 0
+    while True:  # through transposes (``A.T.T`` is ``A``)
+        t = defs.get(m.id)
+        if t is None or t.prim == "rule_fwd" or len(t.outs) != 1 or not t.args or not isinstance(t.args[0], Var) \
+                or t.args[0].type != m.type or not _flips_last_two(*_primal(t)[:3]):
+            return m, trans
+        m, trans = t.args[0], 1 - trans
+
+
+def shared_lu(g: Graph) -> Graph:
+    """Factor a general matrix once for all its solves, inverses and determinants.
+
+    ``scipy.linalg``'s LAPACK ``getrf``/``getrs``; without SciPy the graph stays as is.
+
+    Before: ``%2 = numpy.linalg.solve(%0, %1); %3, %4 = numpy.linalg.slogdet(%0); %5 =
+    numpy.swapaxes(%0, -1, -2); %6 = numpy.linalg.solve(%5, %c)``.
+    After: ``%7 = lu_factor(%0)`` (LAPACK ``getrf``), ``%2 = lu_solve(%0, %7, %1, 0)``, ``%3, %4 =
+    lu_slogdet(%0, %7)``, ``%6 = lu_solve(%0, %7, %c, 1)`` (``inv``: ``lu_solve`` of the identity;
+    ``det``: ``lu_det``).  Real 2-D square matrices read by two or more such ops (or already
+    factored by an earlier round), none triangular (``triangular_solves`` has those) and none
+    that may share memory with a value updated in place.
+    """
+    if sum(op.prim in _LU_CONSUMERS for op in g.ops) < 2:
+        if not any(op.prim in _LU_CONSUMERS for op in g.ops) or \
+                not any(op.outs and op.outs[0].type == _LU_FACTOR_T for op in g.ops):
+            return g  # NOTE: before SciPy is imported (~0.2 s): most graphs solve nothing
+    if _SciPy.linalg() is None:
+        return g
+    defs = {o.id: op for op in g.ops for o in op.outs}
+    factored: dict[int, Var] = {}  # A's id -> its factor, from an earlier round
+    groups: dict[int, list[tuple[Op, int]]] = {}
+    mats: dict[int, Var] = {}
+    for op in g.ops:
+        if op.fn is lu_factor and len(op.args) == 1 and isinstance(op.args[0], Var) and len(op.outs) == 1:
+            factored.setdefault(op.args[0].id, op.outs[0])
+        hit = _lu_consumer(op, defs)
+        if hit is not None:
+            groups.setdefault(hit[0].id, []).append((op, hit[1]))
+            mats[hit[0].id] = hit[0]
+    if not groups:
+        return g
+    facts = structure(g)
+    written = _written(g)
+
+    def general(a: Var, cs: list[tuple[Op, int]]) -> bool:
+        return not written(a) and not facts.get(a.id, Fact()).tri and \
+            not any(facts.get(op.args[0].id, Fact()).tri or written(op.args[0]) for op, _ in cs)
+
+    chosen = {i: cs for i, cs in groups.items() if (len(cs) >= 2 or i in factored) and general(mats[i], cs)}
+    if not chosen:
+        return g
+    nxt = 1 + max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs] + [0])
+    first = {id(cs[0][0]): i for i, cs in chosen.items() if i not in factored}
+    role = {id(op): (i, trans) for i, cs in chosen.items() for op, trans in cs}
+    ops: list[Op] = []
+    eyes: dict[int, Const] = {}
+    for op in g.ops:
+        if id(op) in first:
+            i = first[id(op)]
+            factored[i] = Var(nxt, _LU_FACTOR_T, "lu")
+            nxt += 1
+            ops.append(Op(_LU_NAMES[lu_factor], (mats[i],), (), (factored[i],), lu_factor, op.loc))
+        if id(op) not in role:
+            ops.append(op)
+            continue
+        i, trans = role[id(op)]
+        a, fac = mats[i], factored[i]
+        if op.prim == "numpy.linalg.solve":
+            ops.append(Op(_LU_NAMES[lu_solve], (a, fac, op.args[1], _c(trans)), (), op.outs, lu_solve, op.loc))
+        elif op.prim == "numpy.linalg.inv":
+            t = a.type
+            eye = eyes.get(i)
+            if eye is None:  # NOTE: one Const per matrix: cse merges the inverses as it merged inv(A)s
+                eye = eyes[i] = Const(np.eye(t.shape[0], dtype=t.dtype), ArrayT(t.dtype, t.shape), "identity")
+            ops.append(Op(_LU_NAMES[lu_solve], (a, fac, eye, _c(trans)), (), op.outs, lu_solve, op.loc))
+        elif op.prim == "numpy.linalg.det":
+            ops.append(Op(_LU_NAMES[lu_det], (a, fac), (), op.outs, lu_det, op.loc))
+        else:
+            ops.append(Op(_LU_NAMES[lu_slogdet], (a, fac), (), op.outs, lu_slogdet, op.loc, op.unpack))
+    n_new = len(first)
+    note = f"after shared_lu: {n_new} LU factorisations shared by {sum(len(cs) for cs in chosen.values())} ops"
+    return g.replace(ops=tuple(ops), provenance=g.provenance + (note,))

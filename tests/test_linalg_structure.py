@@ -198,7 +198,7 @@ def test_no_triangular_solve_for_near_misses(f: Callable[..., Any], n: int) -> N
     vg, prog = compiled(f, *args, argnums=(0, 1))
     p = prims(prog.graph)
     assert "scipy.linalg.solve_triangular" not in p and "scipy.linalg.cho_solve" not in p
-    assert "numpy.linalg.solve" in p
+    assert "numpy.linalg.solve" in p or "irad.passes.structure.lu_solve" in p  # general (shared_lu: one LU)
     calls(vg, f, make, (0, 1))
 
 
@@ -219,9 +219,10 @@ def test_solve_whose_matrix_is_mutated_between_uses(n: int) -> None:
     graph = prog.graph
     facts = st.structure(graph)
     forward = [op for op in graph.ops if op.loc is None or not op.loc.func.startswith("pullback of")]
-    kinds = [op.prim for op in forward if op.prim in ("numpy.linalg.solve", "scipy.linalg.solve_triangular")]
-    assert kinds == ["scipy.linalg.solve_triangular", "numpy.linalg.solve"]
-    general_solves = [op for op in graph.ops if op.prim == "numpy.linalg.solve"]
+    lu = "irad.passes.structure.lu_solve"  # the mutated factor's solves share one LU (shared_lu)
+    kinds = [op.prim for op in forward if op.prim in ("numpy.linalg.solve", "scipy.linalg.solve_triangular", lu)]
+    assert kinds in (["scipy.linalg.solve_triangular", "numpy.linalg.solve"], ["scipy.linalg.solve_triangular", lu])
+    general_solves = [op for op in graph.ops if op.prim in ("numpy.linalg.solve", lu)]
     assert all(not facts.get(op.args[0].id, st.Fact()).tri for op in general_solves)
     calls(vg, mutated_between, make, (0, 1))
 
@@ -365,3 +366,151 @@ def test_without_scipy_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     ref = numerical_vjp(gp, args, 1.0)
     for gr, r in zip(grads, ref):
         np.testing.assert_allclose(gr, r, rtol=1e-6, atol=1e-7)
+
+
+# ---- shared_lu: one LU factorisation per general matrix --------------------------------------
+
+LU = "irad.passes.structure.lu_factor"
+NO_LU = [p for p in irad.passes.PIPELINE if p is not irad.passes.shared_lu]
+
+
+def solve_solve(a: np.ndarray, b: np.ndarray) -> Any:
+    return np.sum(np.linalg.solve(a, b) ** 2) + np.sum(np.sin(np.linalg.solve(a, 2.0 * b)))
+
+
+def solve_inv(a: np.ndarray, b: np.ndarray) -> Any:
+    return np.sum(np.linalg.solve(a, b) ** 2) + np.sum(np.linalg.inv(a) * np.cos(a))
+
+
+def solve_slogdet(a: np.ndarray, b: np.ndarray) -> Any:
+    return np.sum(np.linalg.solve(a, b)) + np.linalg.slogdet(a)[1] + 0.1 * np.log(np.abs(np.linalg.det(a)))
+
+
+def solve_transposed(a: np.ndarray, b: np.ndarray) -> Any:
+    return np.sum(np.linalg.solve(a.T, b) ** 2) + np.sum(np.linalg.solve(a, b))
+
+
+def general_make(n: int, rhs: tuple[int, ...]) -> Callable[[np.random.Generator], tuple[Any, ...]]:
+    return lambda rng: (rng.standard_normal((n, n)) + 2 * n * np.eye(n), rng.standard_normal((n, *rhs)))
+
+
+def lu_ops(g: irad.Graph) -> list[Any]:
+    return [op for op in g.ops if op.prim == LU]
+
+
+@pytest.mark.parametrize("f", [solve_solve, solve_inv, solve_slogdet, solve_transposed])
+@pytest.mark.parametrize("n", (1, 3, 6))
+@pytest.mark.parametrize("rhs", [(), (2,)])
+def test_shared_lu_fires_and_keeps_gradients(f: Callable[..., Any], n: int, rhs: tuple[int, ...]) -> None:
+    make = general_make(n, rhs)
+    args = make(np.random.default_rng(0))
+    vg, prog = compiled(f, *args, argnums=(0, 1))
+    p = prims(prog.graph)
+    assert p.count(LU) == 1 and not {"numpy.linalg.solve", "numpy.linalg.inv", "numpy.linalg.det",
+                                     "numpy.linalg.slogdet"} & set(p)
+    (fac,) = lu_ops(prog.graph)
+    assert fac.args[0] == prog.graph.inputs[0]
+    # the backward's solve with Aᵀ uses the same factor, transposed
+    solves = [op for op in prog.graph.ops if op.prim == "irad.passes.structure.lu_solve"]
+    assert any(op.args[3].value == 1 for op in solves) and all(op.args[1] == fac.out for op in solves)
+    calls(vg, f, make, (0, 1))
+    ref = irad.value_and_grad(f, argnums=(0, 1), passes=NO_LU)
+    for seed in (3, 4):
+        x = make(np.random.default_rng(seed))
+        (v1, g1), (v2, g2) = vg(*x), ref(*x)
+        np.testing.assert_allclose(v1, v2, rtol=1e-10, atol=1e-12)
+        for a, b in zip(g1, g2):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_shared_lu_second_order_and_check_grads() -> None:
+    make = general_make(3, ())
+    for f in (solve_inv, solve_slogdet, solve_transposed):
+        check_grads(f, *make(np.random.default_rng(1)), order=2)
+
+
+def single_solve(a: np.ndarray, b: np.ndarray) -> Any:
+    return np.sum(np.linalg.solve(a, b) ** 2)
+
+
+def two_matrices(a: np.ndarray, b: np.ndarray) -> Any:
+    return np.sum(np.linalg.solve(a, b)) + np.sum(np.linalg.solve(a + 1.0, b))
+
+
+def updated_between(a: np.ndarray, b: np.ndarray) -> Any:
+    a = a.copy()
+    x = np.linalg.solve(a, b)
+    a += 0.5  # a new value: its own factor, if any
+    return np.sum(x) + np.sum(np.linalg.solve(a, b))
+
+
+def test_shared_lu_near_misses_in_forward_graphs() -> None:
+    a, b = general_make(4, ())(np.random.default_rng(0))
+    for f in (single_solve, two_matrices, updated_between):
+        h = irad.passes.run(irad.trace(f, a, b))
+        assert LU not in prims(h) and "numpy.linalg.solve" in prims(h), f.__name__
+        np.testing.assert_allclose(h(a, b), f(a, b), rtol=1e-12)
+    # compiled: each version of the updated matrix has its own factor (its solve and the backward's)
+    vg, prog = compiled(updated_between, a, b, argnums=(0, 1))
+    facs = [op.args[0] for op in lu_ops(prog.graph)]
+    assert len(facs) == len(set(facs))
+    for op in prog.graph.ops:
+        if op.prim == "irad.passes.structure.lu_solve":
+            assert any(f.out == op.args[1] and f.args[0] == op.args[0] for f in lu_ops(prog.graph))
+    calls(vg, updated_between, general_make(4, ()), (0, 1))
+
+
+def test_shared_lu_not_for_a_matrix_written_in_place() -> None:
+    a, b = general_make(3, ())(np.random.default_rng(0))
+    g = irad.trace(lambda a, b: (np.linalg.solve(a, b), np.linalg.solve(a, 2.0 * b)), a, b)
+    assert LU in prims(st.shared_lu(g))
+    s = irad.ir.Var(100, g.inputs[0].type)
+    h = g.replace(ops=g.ops + (irad.ir.Op("irad.ops.add_into", (g.inputs[0], g.inputs[0]), (), (s,), irad.ops.add_into),),
+                  outputs=g.outputs + (s,))
+    assert st.shared_lu(h) is h
+
+
+def tri_general(k: np.ndarray, b: np.ndarray) -> Any:
+    low = np.linalg.cholesky(k)
+    return np.sum(np.linalg.solve(low, b)) + np.sum(np.linalg.inv(low)) + np.linalg.slogdet(low)[1]
+
+
+def test_shared_lu_not_for_triangular_or_batched() -> None:
+    rng = np.random.default_rng(0)
+    k, b = spd(rng, 4), rng.standard_normal(4)
+    vg, prog = compiled(tri_general, k, b, argnums=(0, 1))
+    assert LU not in prims(prog.graph)
+    calls(vg, tri_general, lambda r: (spd(r, 4), r.standard_normal(4)), (0, 1))
+
+    def batched(a: np.ndarray, b: np.ndarray) -> Any:
+        return np.sum(np.linalg.solve(a, b)) + np.sum(np.linalg.slogdet(a)[1])
+
+    make = lambda r: (r.standard_normal((2, 3, 3)) + 6 * np.eye(3), r.standard_normal((2, 3, 1)))
+    vg, prog = compiled(batched, *make(rng), argnums=(0, 1))
+    assert LU not in prims(prog.graph) and "numpy.linalg.solve" in prims(prog.graph)
+    calls(vg, batched, make, (0, 1))
+
+
+def test_shared_lu_helpers_match_numpy() -> None:
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 5, 9):
+        for a in (rng.standard_normal((n, n)), rng.standard_normal((n, n)).astype(np.float32)):
+            fac = st.lu_factor(a)
+            sign, logdet = st.lu_slogdet(a, fac)
+            s0, l0 = np.linalg.slogdet(a)
+            assert sign == s0 and type(sign) is type(s0) and type(logdet) is type(l0)
+            np.testing.assert_allclose(logdet, l0, rtol=1e-5 if a.dtype == np.float32 else 1e-12)
+            np.testing.assert_allclose(st.lu_det(a, fac), np.linalg.det(a), rtol=1e-4 if a.dtype == np.float32 else 1e-12)
+    sing = np.array([[1.0, 2.0], [2.0, 4.0]])
+    fac = st.lu_factor(sing)
+    assert st.lu_slogdet(sing, fac) == (0.0, -np.inf) and st.lu_det(sing, fac) == 0.0
+    with pytest.raises(np.linalg.LinAlgError):
+        st.lu_solve(sing, fac, np.ones(2), 0)
+
+
+def test_shared_lu_without_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(st._SciPy, "looked", True)
+    monkeypatch.setattr(st._SciPy, "module", None)
+    a, b = general_make(3, ())(np.random.default_rng(0))
+    prog = irad.compile(solve_slogdet, a, b, argnums=(0, 1))
+    assert LU not in prims(prog.graph) and "numpy.linalg.solve" in prims(prog.graph)

@@ -15,7 +15,7 @@ from irad.errors import PassError
 from functions import CASES
 
 ALL_PASSES = [P.cse, P.dce, P.fold_constants, P.simplify, P.inline_pullbacks, P.explicit_state,
-              P.cholesky_consumers, P.triangular_solves]
+              P.cholesky_consumers, P.triangular_solves, P.shared_lu]
 DIFF = [c for c in CASES if c.differentiable and not c.impure and not c.guards]
 
 
@@ -69,7 +69,7 @@ def test_every_pass_has_a_one_line_docstring_and_example():
 
 def test_default_pipeline_is_visible_and_used():
     assert P.PIPELINE == (P.explicit_state, P.cholesky_consumers, P.inline_pullbacks, P.triangular_solves,
-                          P.fold_constants, P.simplify, P.cse, P.dce)
+                          P.shared_lu, P.fold_constants, P.simplify, P.cse, P.dce)
     prog = irad.compile(lambda x: np.tanh(x).sum(), np.ones(3))
     assert "after inline_pullbacks" in "\n".join(prog.graph.provenance)
 
