@@ -167,14 +167,6 @@ def structure(g: Graph) -> dict[int, Fact]:
     After:  ``{1: Fact(spd='lower'), 2: Fact(tri='lower', factor_of=%1), 3: Fact(tri='upper')}``.
     """
     facts: dict[int, Fact] = {}
-    parent: dict[int, int] = {}  # union-find over "may share memory"
-    mutated: list[int] = []
-
-    def root(i: int) -> int:
-        while parent.get(i, i) != i:
-            i = parent[i]
-        return i
-
     for op in g.ops:
         name, args, kw, outs = _primal(op)
         if outs and isinstance(outs[0], Var):
@@ -184,20 +176,8 @@ def structure(g: Graph) -> dict[int, Fact]:
                 if name == "numpy.linalg.cholesky" and isinstance(args[0], Var) and f.tri:
                     old = facts.get(args[0].id, Fact())
                     facts[args[0].id] = dataclasses.replace(old, spd=f.tri)
-        if name in _VIEWS and args and isinstance(args[0], Var):
-            for o in outs:
-                parent[root(o.id)] = root(args[0].id)
-        if name in _IN_PLACE and args and isinstance(args[0], Var):
-            mutated.append(args[0].id)
-        out = kw.get("out")
-        if out is not None:
-            found: list[Var] = []
-            map_atoms(out, lambda a: found.append(a) if isinstance(a, Var) else a)
-            mutated.extend(v.id for v in found)
-    if mutated:
-        dead = {root(i) for i in mutated}
-        facts = {i: f for i, f in facts.items() if root(i) not in dead}
-    return facts
+    written = _written(g)
+    return {i: f for i, f in facts.items() if not written(i)}
 
 
 # ---- SciPy (optional) -----------------------------------------------------------------------
@@ -796,10 +776,11 @@ _LU_CONSUMERS = frozenset({"numpy.linalg.solve", "numpy.linalg.inv", "numpy.lina
 _LU_FACTOR_T = OpaqueT("lu_factor")
 
 
-def _written(g: Graph) -> Callable[[Var], bool]:
-    """``written(v)``: may ``v`` share memory with a value some op of ``g`` updates in place
-    (``add_into``, ``out=``)?  The alias classes of ``structure``'s in-place handling."""
-    parent: dict[int, int] = {}
+def _written(g: Graph) -> Callable[[int], bool]:
+    """``written(id)``: may the Var ``id`` share memory with a value some op of ``g`` updates in
+    place (``add_into``, ``out=``)?  Union-find over the views of each value (no fact survives
+    a write, and no factor is shared across one)."""
+    parent: dict[int, int] = {}  # union-find over "may share memory"
     mutated: list[int] = []
 
     def root(i: int) -> int:
@@ -820,7 +801,7 @@ def _written(g: Graph) -> Callable[[Var], bool]:
             map_atoms(out, lambda a: found.append(a) if isinstance(a, Var) else a)
             mutated.extend(v.id for v in found)
     dead = {root(i) for i in mutated}
-    return lambda v: root(v.id) in dead
+    return lambda i: bool(dead) and root(i) in dead
 
 
 def _lu_consumer(op: Op, defs: dict[int, Op]) -> tuple[Var, int] | None:
@@ -889,8 +870,8 @@ def shared_lu(g: Graph) -> Graph:
     written = _written(g)
 
     def general(a: Var, cs: list[tuple[Op, int]]) -> bool:
-        return not written(a) and not facts.get(a.id, Fact()).tri and \
-            not any(facts.get(op.args[0].id, Fact()).tri or written(op.args[0]) for op, _ in cs)
+        return not written(a.id) and not facts.get(a.id, Fact()).tri and \
+            not any(facts.get(op.args[0].id, Fact()).tri or written(op.args[0].id) for op, _ in cs)
 
     chosen = {i: cs for i, cs in groups.items() if (len(cs) >= 2 or i in factored) and general(mats[i], cs)}
     if not chosen:
