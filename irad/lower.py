@@ -137,6 +137,7 @@ class _Emitter:
         self.obj_names: dict[int, str] = {}
         self.names: dict[int, str] = {}
         self.used: set[str] = set(self.ns) | set(_BUILTINS.values()) | set(dir(builtins))
+        self.suffix: dict[str, int] = {}  # base name -> the next suffix to try
         self.lines: list[str] = []
         self.guard_names = guard_names
         #: Var id -> (expression, precedence) of a temporary written into its one reader (``inline_plan``)
@@ -149,9 +150,10 @@ class _Emitter:
         base = ascii_name(base)
         if keyword.iskeyword(base):
             base += "_"
-        name, k = base, 2
-        while name in self.used:
+        name, k = base, self.suffix.get(base, 2)
+        while name in self.used:  # NOTE: from the last suffix given: a hint shared by n values costs O(n), not O(n²)
             name, k = f"{base}_{k}", k + 1
+        self.suffix[base] = k
         assert _is_name(name), name
         self.used.add(name)
         return name
