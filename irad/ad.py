@@ -21,7 +21,8 @@ import numpy as np
 
 from . import ops as irad_ops
 from .errors import GradError, NoRuleError
-from .ir import STATE, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, const, is_differentiable, map_atoms, typeof
+from .ir import (STATE, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, collector_paused, const, is_differentiable,
+                 map_atoms, typeof)
 from .roundtrip import EXACT_INT_ENCODINGS
 from .rules import registry
 from .rules.registry import Rule
@@ -33,7 +34,8 @@ class Joint:
 
     Outputs are ``g``'s outputs, then one gradient per ``wrt`` input.  ``ybar_inputs`` are the
     cotangent inputs appended to ``g``'s inputs when the seed is given by the caller (``vjp``).
-    ``values`` are concrete values of the joint graph's vars at the traced call.
+    ``values`` are concrete values at the traced call: of ``g``'s vars, the rule states, the
+    cotangent inputs and the joint graph's outputs (cotangents on the way are dropped once read).
     """
 
     graph: Graph
@@ -79,6 +81,17 @@ class _Builder:
         self.val = dict(values)
         self.ops: list[Op] = []
         self.next_id = 1 + max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs] + [-1])
+        #: ids from here on are the transform's own (rule state, cotangents), not ``g``'s values
+        self.first_new = self.next_id
+        #: the transform's own values that must outlive the sweep (the seeds a caller passes)
+        self.kept: set[int] = set()
+
+    def release(self, a: Any) -> None:
+        """The value of ``a`` is read no more by the transform: let it go (a cotangent already
+        summed or passed on).  On big inputs keeping every cotangent of the traced call alive
+        would hold many times the data at once."""
+        if isinstance(a, Var) and a.id >= self.first_new and a.id not in self.kept:
+            self.val.pop(a.id, None)
 
     def new(self, value: Any, hint: str = "", type_: Any = None) -> Var:
         v = Var(self.next_id, type_ or typeof(value), hint)
@@ -103,7 +116,16 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
     ``seed="one"``: the (scalar) outputs are seeded with 1; ``seed="input"``: one cotangent input
     per output is appended to the graph's inputs.  ``outputs``: only the first ``outputs`` outputs
     are differentiated (``has_aux``: the others are carried through as values).
+
+    ``Joint.values`` holds the values of ``g``, the rule states and the joint graph's inputs and
+    outputs; the cotangents on the way are dropped once read (on big inputs, keeping them all
+    would hold many times the data at once).
     """
+    with collector_paused():
+        return _reverse(g, values, wrt, seed, outputs)
+
+
+def _reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], seed: str, outputs: int | None) -> Joint:
     n_diff = len(g.outputs) if outputs is None else outputs
     b = _Builder(g, values)
     wrt_vars = [g.inputs[i] for i in wrt]
@@ -146,7 +168,11 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
                 raise GradError(f"{op.prim}: keyword argument {n}= carries a value being differentiated "
                                 f"at {op.loc.long if op.loc else '?'}; pass it positionally")
         y, st = rule.fwd(*args, **kwargs)
+        if len(op.outs) == 1 and not op.unpack:
+            st = _share_output(st, y, b.val.get(op.outs[0].id))
+        del y
         s = b.new(st, f"s{op.outs[0].id}", STATE)
+        del st
         fwd_ops[k] = op
         b.ops.append(Op("rule_fwd", op.args, (("_rule", Const(rule, STATE)),) + op.kwargs, op.outs + (s,),
                         rule.fwd, op.loc, "fwd"))
@@ -168,6 +194,7 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
                 cot[o.id] = Const(sv, typeof(sv))
         else:
             yb = b.new(_seed_value(b.val[o.id]), _hint(o) + "_bar", o.type)
+            b.kept.add(yb.id)
             ybar_inputs.append(yb)
             seed_outputs.append(pos)
             _accumulate(b, cot, o, yb)
@@ -193,6 +220,10 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
                     parts.append(b.emit(irad_ops.zeros_like, (o,), z, _hint(o) + "_bar", "irad.ops.zeros_like"))
             ybar = tuple(parts)
         cots = rule.bwd(b.val[s.id], map_atoms(ybar, b.get))
+        # NOTE: the cotangents of op's outputs are read by nothing after this (every reader of
+        # op's outputs comes later in the forward order: already swept).  The state stays: it is
+        # a residual of the backward graph (``split``), which callers may evaluate from ``values``
+        map_atoms(ybar, b.release)
         if not isinstance(cots, (tuple, list)):
             raise NoRuleError(f"the pullback of {rule.name} returned {type(cots).__name__}; "
                               "it must return a tuple with one cotangent per positional argument")
@@ -220,8 +251,15 @@ def reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], *, seed: str =
         prim = "call_pullback" if rule.kind == "closure" else "pullback"  # state: a closure (not serialisable)
         b.ops.append(Op(prim, (s, ybar), (("_rule", Const(rule, STATE)),), tuple(outs), rule.bwd, op.loc,
                         tuple(paths)))
+        del cots
         for v, out in zip(raw, outs):
-            _accumulate(b, cot, v, _fit(b, out, v, op.loc))
+            mark = b.next_id
+            fitted = _fit(b, out, v, op.loc)
+            if fitted is not out:  # the raw cotangent and the steps that fitted it are read no more
+                b.release(out)
+                for vid in range(mark, fitted.id):
+                    b.val.pop(vid, None)
+            _accumulate(b, cot, v, fitted)
 
     grads = []
     for v in wrt_vars:
@@ -263,6 +301,36 @@ def _positional(op: Op, names: tuple[str, ...] = ()) -> Op:
             break
         args.append(kw.pop(p.name))
     return Op(op.prim, tuple(args), tuple(kw.items()), op.outs, op.fn, op.loc, op.unpack)
+
+
+#: outputs this big are compared with the traced value before a rule's state may share it
+_SHARE_MIN = 1 << 15
+
+
+def _share_output(st: Any, y: Any, traced: Any) -> Any:
+    """``st`` with the rule's output ``y`` replaced by the traced call's equal output ``traced``
+    (a rule's state often holds its output: ``(args, y)``), so that the transform does not keep
+    a second copy of every big output alive.  Only when the two are equal element for element
+    (bit for bit, NaNs excepted: those keep their own copy) and ``st`` holds ``y`` itself in plain
+    tuples or lists; small outputs are left alone (the copy is cheap; the comparison is not free)."""
+    if type(y) is not np.ndarray or y.size < _SHARE_MIN or type(traced) is not np.ndarray or traced is y or \
+            traced.dtype != y.dtype or traced.shape != y.shape or traced.strides != y.strides:
+        return st
+    if not _holds(st, y) or not np.array_equal(y, traced):
+        return st
+    return _swapped(st, y, traced)
+
+
+# NOTE: module functions, not closures: a recursive closure is a reference cycle, which would keep
+# the arrays it closes over alive until the garbage collector runs
+def _holds(x: Any, y: Any) -> bool:
+    return x is y or type(x) in (tuple, list) and any(_holds(e, y) for e in x)
+
+
+def _swapped(x: Any, y: Any, by: Any) -> Any:
+    if x is y:
+        return by
+    return type(x)(_swapped(e, y, by) for e in x) if type(x) in (tuple, list) else x
 
 
 def _fit(b: _Builder, c: Var, primal: Var, loc: Any) -> Var:
@@ -319,6 +387,8 @@ def _accumulate(b: _Builder, cot: dict[int, Any], v: Var, c: Any) -> None:
         return
     total = b.get(old) + b.get(c)
     cot[v.id] = b.emit(operator.add, (old, c), total, _hint(v) + "_bar")
+    b.release(old)
+    b.release(c)
 
 
 def _check_no_opaque_path(g: Graph, active: set[int], values: dict[int, Any]) -> None:

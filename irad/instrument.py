@@ -10,6 +10,11 @@ Version-specific instruction shapes live in ``irad.pyver``; this module is versi
 from __future__ import annotations
 
 import dis
+import hashlib
+import marshal
+import os
+import sys
+import tempfile
 import threading
 import types
 import weakref
@@ -51,25 +56,148 @@ def instrument_code(code: types.CodeType) -> types.CodeType:
         hit = _TWINS.get(code)  # another thread may have finished it while this one waited
         if hit is not None:
             return hit
-        try:
-            bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
-            new = _rewrite(bc).to_code()
-        except UnsupportedError:
-            raise
-        except Exception as e:  # a bytecode shape irad does not know: say so, never run it wrongly
-            raise UnsupportedError(
-                f"cannot instrument the bytecode of {code.co_qualname}: {type(e).__name__}: {e}",
-                f"{code.co_filename}:{code.co_firstlineno}",
-                "please report this function; as a workaround register a rule for it with @irad.rrule") from e
-        k = id(new)
-        INSTRUMENTED.add(k)
-        GLOBAL_NAMES[k] = _global_names(code)
-        stored = _stored_globals(code)
-        if stored:
-            STORES_GLOBALS[k] = stored
-        weakref.finalize(new, _forget, k).atexit = False
+        key = DISK.key(code)
+        cached = DISK.load(key) if key is not None else None
+        if cached is not None:  # its nested code objects are instrumented twins too: register them
+            new = cached[0]
+            for c, (reads, writes) in zip(_nested(new), cached[1]):
+                _register(c, reads, writes)
+        else:
+            try:
+                bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+                new = _rewrite(bc).to_code()
+            except UnsupportedError:
+                raise
+            except Exception as e:  # a bytecode shape irad does not know: say so, never run it wrongly
+                raise UnsupportedError(
+                    f"cannot instrument the bytecode of {code.co_qualname}: {type(e).__name__}: {e}",
+                    f"{code.co_filename}:{code.co_firstlineno}",
+                    "please report this function; as a workaround register a rule for it with @irad.rrule") from e
+            _register(new, _global_names(code), _stored_globals(code))
+            if key is not None:
+                DISK.store(key, new)
         _TWINS[code] = new  # NOTE: published last: whoever sees the twin finds it complete
     return new
+
+
+def _register(new: types.CodeType, read: frozenset[str], stored: tuple[str, ...]) -> None:
+    """Note ``new`` as instrumented code that reads the globals ``read`` and rebinds ``stored``."""
+    k = id(new)
+    INSTRUMENTED.add(k)
+    GLOBAL_NAMES[k] = read
+    if stored:
+        STORES_GLOBALS[k] = stored
+    weakref.finalize(new, _forget, k).atexit = False
+
+
+class _DiskCache:
+    """Instrumented twins of irad's own code (the rule bodies the inline pass traces), kept on disk
+    across processes: rewriting a rule body's bytecode costs milliseconds, loading its twin tens
+    of microseconds, and a process's first gradient traces dozens of them.
+
+    A twin is stored by a hash of the original code object (its bytecode, constants, names and
+    file name, everything ``marshal`` writes), of this Python and of irad's rewriting modules, so
+    any change to either finds no entry.  The hooks in a twin's constants (functions, which
+    ``marshal`` cannot write) are stored by name and put back on loading.  ``IRAD_CACHE_DIR``
+    chooses the directory (default ``~/.cache/irad``, or under ``$XDG_CACHE_HOME``); set to
+    ``off`` (or empty) it turns the cache off.  Only code under irad's package directory is
+    stored: a bounded set, never the user's code or a library's.  Any failure to read or write
+    is a miss."""
+
+    _MARK = "\x00irad.hook"
+
+    def __init__(self) -> None:
+        self._dir: str | None | bool = False  # False: not worked out yet
+
+    def directory(self) -> str | None:
+        if self._dir is False:
+            env = os.environ.get("IRAD_CACHE_DIR")
+            if env is not None and env.strip().lower() in ("", "off", "0", "none"):
+                self._dir = None
+            else:
+                root = env or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                                           "irad")
+                self._dir = os.path.join(root, f"instrument-{self._stamp()}")
+        return self._dir  # type: ignore[return-value]
+
+    @staticmethod
+    def _stamp() -> str:
+        h = hashlib.sha256(sys.version.encode())
+        here = os.path.dirname(os.path.abspath(__file__))
+        for name in ("instrument.py", "pyver.py", "hooks.py", "intdata.py"):
+            try:
+                with open(os.path.join(here, name), "rb") as fh:
+                    h.update(fh.read())
+            except OSError:
+                h.update(name.encode())
+        return h.hexdigest()[:20]
+
+    def _hooks(self) -> dict[str, Any]:
+        table = {n: f for n, f in vars(hooks).items() if n.startswith("h_") and callable(f)}
+        table["intdata.h_is"] = intdata.h_is
+        return table
+
+    def key(self, code: types.CodeType) -> str | None:
+        if not code.co_filename.startswith(_OWN_DIR) or self.directory() is None:
+            return None
+        try:
+            # NOTE: version 2 writes no back-references, whose use depends on reference counts
+            return hashlib.sha256(marshal.dumps(code, 2)).hexdigest()
+        except ValueError:
+            return None
+
+    def load(self, key: str) -> tuple[types.CodeType, list[tuple[frozenset[str], tuple[str, ...]]]] | None:
+        """The twin stored under ``key`` and, for it and each code object nested in it (``_nested``
+        order), the global names it reads and those it rebinds."""
+        d = self.directory()
+        if d is None:
+            return None
+        try:
+            with open(os.path.join(d, key), "rb") as fh:
+                code, names = marshal.loads(fh.read())
+            code = self._thaw(code, self._hooks())
+            names = [(frozenset(r), tuple(w)) for r, w in names]
+            if len(names) != len(_nested(code)):
+                return None
+            return code, names
+        except Exception:  # a missing, partial or foreign entry: instrument afresh
+            return None
+
+    def store(self, key: str, code: types.CodeType) -> None:
+        d = self.directory()
+        if d is None:
+            return
+        try:
+            names = [(tuple(sorted(_global_names(c))), _stored_globals(c)) for c in _nested(code)]
+            data = marshal.dumps((self._freeze(code, {id(f): n for n, f in self._hooks().items()}), names))
+            os.makedirs(d, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+        except Exception:  # (a hook irad does not know by name, a read-only directory)
+            return
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, os.path.join(d, key))  # NOTE: atomic: a reader sees all of it or none
+        except Exception:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    def _freeze(self, code: types.CodeType, names: dict[int, str]) -> types.CodeType:
+        consts = tuple((self._MARK, names[id(c)]) if id(c) in names and callable(c) else
+                       self._freeze(c, names) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+        return code.replace(co_consts=consts)
+
+    def _thaw(self, code: types.CodeType, table: dict[str, Any]) -> types.CodeType:
+        consts = tuple(table[c[1]] if type(c) is tuple and len(c) == 2 and c[0] == self._MARK else
+                       self._thaw(c, table) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+        return code.replace(co_consts=consts)
+
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: the on-disk store of instrumented twins (see _DiskCache)
+DISK = _DiskCache()
 
 
 def _forget(k: int) -> None:

@@ -23,6 +23,8 @@ dicts (``numpy.concatenate([%1, %2])``).  Everything static (axis, shapes, slice
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, Union
@@ -255,7 +257,10 @@ class Op:
         """The Vars this op reads, in order of appearance (duplicates kept)."""
         found: list[Var] = []
         for a in self.args:
-            _collect_vars(a, found)
+            if type(a) is Var:  # NOTE: the common case inline (this runs for every op in every pass)
+                found.append(a)
+            elif type(a) is not Const:
+                _collect_vars(a, found)
         for _, a in self.kwargs:
             _collect_vars(a, found)
         return found
@@ -578,6 +583,21 @@ def verify(g: Graph) -> Graph:
         elif not isinstance(o, Const):
             fail(f"output {o!r} is not an atom", len(g.ops))
     return g
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a stage that makes many small objects which all
+    stay alive (Vars, Ops, graphs): the collector would scan them again and again, which costs
+    more than the stage's own work on a long graph.  Reference counting still frees everything
+    that is not in a cycle.  Nested and concurrent uses leave it to the outermost to resume."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def iter_vars(g: Graph) -> Iterator[Var]:

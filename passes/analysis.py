@@ -1,6 +1,8 @@
 """Def-use analysis of a Graph as a networkx DiGraph (networkx never leaks into IR types)."""
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 import networkx as nx
 
 from irad.effects import is_impure_prim
@@ -13,17 +15,29 @@ def to_nx(g: Graph) -> nx.DiGraph:
     dg.add_nodes_from(range(len(g.ops)))
     dg.add_node("out")
     definer: dict[int, int] = {}
+    edges: list[tuple[Any, Any]] = []  # NOTE: one add_edges_from: add_edge per edge is most of the cost
     for i, op in enumerate(g.ops):
         for v in op.inputs:
-            if v.id in definer:
-                dg.add_edge(definer[v.id], i)
+            d = definer.get(v.id)
+            if d is not None:
+                edges.append((d, i))
         for o in op.outs:
             definer[o.id] = i
     for o in g.outputs:
         vid = getattr(o, "id", None)
         if vid is not None and vid in definer:
-            dg.add_edge(definer[vid], "out")
+            edges.append((definer[vid], "out"))
+    dg.add_edges_from(edges)
     return dg
+
+
+def ancestors_of(dg: nx.DiGraph, roots: Iterable[Any]) -> set[Any]:
+    """The roots and every node with a path to one of them, in one traversal (``nx.ancestors``
+    of each root would be quadratic in a graph with a guard per step).  Adds a node to ``dg``."""
+    sink = object()
+    roots = list(roots)
+    dg.add_edges_from((r, sink) for r in roots)
+    return nx.ancestors(dg, sink) | set(roots)
 
 
 def has_effect(op: Op) -> bool:

@@ -1,11 +1,9 @@
 """Dead-code elimination."""
 from __future__ import annotations
 
-import networkx as nx
+from irad.ir import Graph, collector_paused
 
-from irad.ir import Graph
-
-from .analysis import has_effect, to_nx
+from .analysis import ancestors_of, has_effect, to_nx
 
 
 def dce(g: Graph) -> Graph:
@@ -13,12 +11,10 @@ def dce(g: Graph) -> Graph:
 
     Before: ``%3 = numpy.exp(%0)`` with ``%3`` unused.  After: the op is gone.
     """
-    dg = to_nx(g)
-    roots = ["out"] + [i for i, op in enumerate(g.ops) if has_effect(op)]
-    live: set[object] = set(roots)
-    for r in roots:
-        live |= nx.ancestors(dg, r)
-    ops = tuple(op for i, op in enumerate(g.ops) if i in live)
+    with collector_paused():
+        dg = to_nx(g)
+        live = ancestors_of(dg, ["out"] + [i for i, op in enumerate(g.ops) if has_effect(op)])
+        ops = tuple(op for i, op in enumerate(g.ops) if i in live)
     if len(ops) == len(g.ops):
         return g
     return g.replace(ops=ops, provenance=g.provenance + (f"after dce: removed {len(g.ops) - len(ops)} ops",))

@@ -8,12 +8,14 @@ appears), cannot run on sample values, or uses opaque state is left as a call.
 """
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 import numpy as np
 
-from irad.ir import GUARD_PRIMS, ArrayT, Const, Graph, Loc, Op, ScalarT, Var, const, map_atoms
-from irad.pytree import TreeDef, flatten
+from irad.ir import GUARD_PRIMS, ArrayT, Const, Graph, Loc, Op, ScalarT, Var, collector_paused, const, map_atoms
+from irad.pytree import LEAF, TreeDef, flatten, unflatten
 from irad.signature import Assumptions
 
 
@@ -25,7 +27,7 @@ def _sample(t: Any, rng: np.random.Generator) -> Any:
     if isinstance(t, ArrayT):
         dt = np.dtype(t.dtype)
         if np.issubdtype(dt, np.floating) or np.issubdtype(dt, np.complexfloating):
-            a = rng.uniform(0.5, 1.5, t.shape).astype(dt)
+            a = rng.uniform(0.5, 1.5, t.shape).astype(dt, copy=False)
         elif dt == np.bool_:  # NOTE: kept 0-d, never np.bool_: the tracer cannot track a singleton
             return rng.integers(0, 2, t.shape).astype(bool)
         elif np.issubdtype(dt, np.integer):
@@ -70,7 +72,7 @@ def _body_key(fn: Any, tree: TreeDef, leaves: list[Any], live: dict[int, Const])
     for leaf in leaves:
         if isinstance(leaf, Var) or id(leaf) in live:
             t = leaf.type if isinstance(leaf, Var) else live[id(leaf)].type
-            if isinstance(t, ArrayT) and int(np.prod(t.shape)) > 4096:
+            if isinstance(t, ArrayT) and math.prod(t.shape) > 4096:
                 return None  # NOTE: the cache keeps the sample values alive: small ones only
             parts.append(("input", t))
         elif isinstance(leaf, np.ndarray):
@@ -84,6 +86,26 @@ def _body_key(fn: Any, tree: TreeDef, leaves: list[Any], live: dict[int, Const])
                 return None
             parts.append((type(leaf), leaf))
     return tuple(parts)
+
+
+class _Body:
+    """A rule body traced on sample values, ready to be copied into host graphs."""
+
+    __slots__ = ("graph", "out_values", "assumed", "skip", "statics", "defined")
+
+    def __init__(self, g: Graph, values: dict[int, Any], assumed: Assumptions) -> None:
+        self.graph = g
+        #: the values of the body's outputs on the samples (the only values a host needs: every
+        #: other value of the body's trace is dropped here, not kept alive with the cache)
+        self.out_values = [values.get(o.id) if isinstance(o, Var) else o.value for o in g.outputs]
+        self.assumed = assumed
+        self.skip: str | None = None
+        for op in g.ops:
+            if op.prim in GUARD_PRIMS or op.prim.startswith(("numpy.random", "builtins.print")):
+                self.skip = f"value-dependent control flow or effects in the rule body: {op.prim} at {op.loc}"
+                break
+        self.statics = frozenset(i for i, _ in g.statics)
+        self.defined = frozenset(o.id for op in g.ops for o in op.outs)
 
 
 class _Splicer:
@@ -100,55 +122,51 @@ class _Splicer:
                loc: Any, keep: Any = None) -> tuple[list[Op], list[Any], TreeDef, list[Any]]:
         """Trace ``fn`` on the sample values of the host atoms; returns (ops, output atoms,
         output tree, output values).  ``keep(out_tree) -> {flat output index: host Var}`` names
-        outputs that should keep a host variable's identity (the value the host op defined)."""
+        outputs that should keep a host variable's identity (the value the host op defined).
+        The samples of the Vars the spliced ops define as outputs are added to ``samples``."""
         from irad.trace import trace_values
 
-        def sval(a: Any) -> Any:
-            if isinstance(a, Var):
-                return samples[a.id]
-            # NOTE: a copy of a live constant: the cached body's values must not keep the user's array alive
-            return a.value.copy() if a.live else a.value
-
         live: dict[int, Const] = {}  # NOTE: the user's arrays are inputs of the body, never folded into it
-
-        def hleaf(a: Any) -> Any:
-            if isinstance(a, Var):
-                return a
-            if a.live:
-                live[id(a.value)] = a
-            return a.value
-
-        s_args = tuple(map_atoms(a, sval) for a in host_args)
-        s_kwargs = {k: map_atoms(a, sval) for k, a in host_kwargs.items()}
-        host_leaves, host_tree = flatten((tuple(map_atoms(a, hleaf) for a in host_args),
-                                          {k: map_atoms(a, hleaf) for k, a in host_kwargs.items()}))
-        constant = frozenset(i for i, leaf in enumerate(host_leaves)
-                             if not isinstance(leaf, Var) and id(leaf) not in live)
+        host_leaves: list[Any] = []
+        host_tree = TreeDef("tuple", (0, 1), (_host_tree(host_args, host_leaves, live),
+                                              _host_tree(host_kwargs, host_leaves, live)))
         key = _body_key(fn, host_tree, host_leaves, live)
         hit = _BODIES.get(key) if key is not None else None
-        if hit is not None and not isinstance(hit, Exception) and hit[2].check() is not None:
+        if hit is not None and not isinstance(hit, Exception) and hit.assumed.check() is not None:
             hit = None  # the world the body read changed (a rule reads a global that was rebound)
         if hit is None:
+            def sval(a: Any) -> Any:
+                if isinstance(a, Var):
+                    return samples[a.id]
+                # NOTE: a copy of a live constant: the cached body's values must not keep the user's array alive
+                return a.value.copy() if a.live else a.value
+
+            s_args = tuple(map_atoms(a, sval) for a in host_args)
+            s_kwargs = {k: map_atoms(a, sval) for k, a in host_kwargs.items()}
+            constant = frozenset(i for i, leaf in enumerate(host_leaves)
+                                 if not isinstance(leaf, Var) and id(leaf) not in live)
             with np.errstate(all="ignore"):
                 try:
                     g, tracer, _ = trace_values(fn, s_args, s_kwargs, constant)
                 except Exception as e:  # the body cannot run on sample values: keep the call
                     hit = e
                 else:
-                    hit = (g, tracer.values, Assumptions(_user_deps(tuple(tracer.deps))))
+                    hit = _Body(g, tracer.values, Assumptions(_user_deps(tuple(tracer.deps))))
+                    del tracer
+            del s_args, s_kwargs
             if key is not None:
                 if len(_BODIES) >= _BODIES_MAX:
                     _BODIES.clear()
                 _BODIES[key] = hit
         if isinstance(hit, Exception):
             raise _Skip(f"its body failed on sample values: {type(hit).__name__}: {hit}") from hit
-        g, values, assumed = hit
-        self.deps.extend(assumed.deps)
-        for op in g.ops:
-            if op.prim in GUARD_PRIMS or op.prim.startswith(("numpy.random", "builtins.print")):
-                raise _Skip(f"value-dependent control flow or effects in the rule body: {op.prim} at {op.loc}")
+        body: _Body = hit
+        g = body.graph
+        self.deps.extend(body.assumed.deps)
+        if body.skip is not None:
+            raise _Skip(body.skip)
         env: dict[int, Any] = {}
-        statics = {i for i, _ in g.statics}
+        statics = body.statics
         k = 0
         for i, leaf in enumerate(host_leaves):
             if i in statics:
@@ -160,32 +178,75 @@ class _Splicer:
             env[inp.id] = leaf if isinstance(leaf, Var) else live.get(id(leaf)) or const(leaf)
         preset: dict[int, Var] = {}
         if keep is not None:
-            defined = {o.id for op in g.ops for o in op.outs}
+            defined = body.defined
             seen: set[int] = set()
             for i, host in keep(g.out_tree).items():
                 o = g.outputs[i]
                 if isinstance(o, Var) and o.id in defined and o.id not in seen and host.type == o.type:
                     preset[o.id] = host
                 seen.add(getattr(o, "id", -1))
+
+        def sub(a: Any) -> Any:
+            return env.get(a.id, a) if isinstance(a, Var) else a
+
         ops: list[Op] = []
+        next_id = self.next_id
         for op in g.ops:
             outs = []
             for o in op.outs:
                 n = preset.get(o.id)
                 if n is None:
-                    n = Var(self.next_id, o.type)
-                    self.next_id += 1
+                    n = Var(next_id, o.type)
+                    next_id += 1
                 env[o.id] = n
-                samples[n.id] = values.get(o.id)
                 outs.append(n)
-
-            def sub(a: Any) -> Any:
-                return env.get(a.id, a) if isinstance(a, Var) else a
-            ops.append(Op(op.prim, tuple(map_atoms(a, sub) for a in op.args),
-                          tuple((kk, map_atoms(v, sub)) for kk, v in op.kwargs), tuple(outs), op.fn, loc, op.unpack))
+            args = op.args
+            args = tuple([env.get(a.id, a) if type(a) is Var else a for a in args]) \
+                if all(type(a) is Var or type(a) is Const for a in args) else tuple(map_atoms(a, sub) for a in args)
+            kwargs = tuple((kk, map_atoms(v, sub)) for kk, v in op.kwargs) if op.kwargs else ()
+            ops.append(Op(op.prim, args, kwargs, tuple(outs), op.fn, loc, op.unpack))
+        self.next_id = next_id
         outs_atoms = [env.get(o.id, o) if isinstance(o, Var) else o for o in g.outputs]
-        out_values = [values.get(o.id) if isinstance(o, Var) else o.value for o in g.outputs]
+        out_values = list(body.out_values)
+        for o, a, v in zip(g.outputs, outs_atoms, out_values):
+            if isinstance(o, Var) and o.id in body.defined:
+                samples[a.id] = v
         return ops, outs_atoms, g.out_tree or flatten(None)[1], out_values
+
+
+#: constant values that flatten to one leaf
+_PLAIN_LEAVES = (float, int, bool, complex, str, np.ndarray, np.float64)
+
+
+def _host_tree(x: Any, leaves: list[Any], live: dict[int, Const]) -> TreeDef:
+    """``flatten`` of an op's argument structure with its Consts replaced by their values (the
+    user's arrays among them noted in ``live``): the same leaves and TreeDef, without the generic
+    walk's per-leaf checks for user pytree nodes (this runs for every spliced rule call)."""
+    tx = type(x)
+    if tx is Var:
+        leaves.append(x)
+        return LEAF
+    if tx is tuple or tx is list:
+        return TreeDef(tx.__name__, tuple(range(len(x))), tuple([_host_tree(c, leaves, live) for c in x]))
+    if tx is dict:
+        keys = tuple(x)
+        return TreeDef("dict", keys, tuple([_host_tree(x[k], leaves, live) for k in keys]))
+    if isinstance(x, Var):
+        leaves.append(x)
+        return LEAF
+    if isinstance(x, Const):
+        if x.live:
+            live[id(x.value)] = x
+        v = x.value
+        if type(v) in _PLAIN_LEAVES:
+            leaves.append(v)
+            return LEAF
+        sub, tree = flatten(v)
+        leaves.extend(sub)
+        return tree
+    sub, tree = flatten(x)  # (not an atom: a raw value, as map_atoms leaves it)
+    leaves.extend(sub)
+    return tree
 
 
 def _user_deps(deps: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -235,6 +296,11 @@ def inline_pullbacks(g: Graph) -> Graph:
     After:  ``%3 = numpy.tanh(%2)`` ... ``%10 = operator.mul(%3, %3)``, ``%11 = operator.sub(1, %10)``,
     ``%9 = operator.mul(%8, %11)`` (the ops of the rule's named functions).
     """
+    with collector_paused():
+        return _inline_pullbacks(g)
+
+
+def _inline_pullbacks(g: Graph) -> Graph:
     deps: list[Any] = []
     plans = plan_rules(g, deps=deps)
     if not plans:
@@ -245,6 +311,8 @@ def inline_pullbacks(g: Graph) -> Graph:
         return env.get(a.id, a) if isinstance(a, Var) else a
 
     def subst(op: Op) -> Op:
+        if not any(v.id in env for v in op.inputs):
+            return op
         return Op(op.prim, tuple(map_atoms(a, sub) for a in op.args),
                   tuple((k, map_atoms(v, sub)) for k, v in op.kwargs), op.outs, op.fn, op.loc, op.unpack)
 
@@ -299,73 +367,123 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None, deps: list[Any] 
             samples[a.id] = _sample(a.type, rng)
         return samples.get(a.id) if isinstance(a, Var) else a.value
 
+    # NOTE: a sample lives until the last rule that reads it is spliced (iterations in the order
+    # of fwd_at): on big inputs the samples of every value of the graph at once would be many
+    # times the data; the draws (and so the sample values) are the same as when all were kept
+    last: dict[int, int] = {}
+    for j, (sid, k) in enumerate(fwd_at.items()):
+        if sid in blocked:
+            continue
+        for v in g.ops[k].inputs:
+            last[v.id] = j
+        for pk in pullbacks.get(sid, []):
+            for a in _atoms_in(g.ops[pk].args[1]):
+                if isinstance(a, Var):
+                    last[a.id] = j
+    dies: dict[int, list[int]] = {}
+    for vid, j in last.items():
+        dies.setdefault(j, []).append(vid)
+
+    def release(j: int, n0: int) -> None:
+        added = len(samples) - n0  # (nothing is deleted during an iteration: new keys come last)
+        for vid in list(itertools.islice(reversed(samples), added)) if added > 0 else ():
+            if last.get(vid, -1) <= j:
+                del samples[vid]
+        for vid in dies.get(j, ()):
+            samples.pop(vid, None)
+
+    locs: dict[tuple[Any, ...], Loc] = {}
+
+    def pullback_loc(at: Loc, name: str) -> Loc:
+        key = (at.file, at.line, name)
+        loc = locs.get(key)
+        if loc is None:
+            loc = locs[key] = Loc(at.file, at.line, f"pullback of {name}")
+        return loc
+
+    def rule_plans(sid: int, k: int) -> dict[int, Plan]:
+        """The plans of the rule_fwd at ``k`` and of its pullbacks; raises _Skip."""
+        op = g.ops[k]
+        rule = op.kw("_rule")
+        kwargs = {n: v for n, v in op.kwargs if not n.startswith("_")}
+        for a in op.inputs:
+            sample_of(a)
+        try:
+            ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, samples, op.loc,
+                                                lambda t: dict(enumerate(op.outs[:-1])))
+        except _Skip:
+            # NOTE: some rules need better-conditioned samples (cholesky, inv): retry with
+            # symmetric positive definite matrices; only shapes and dtypes matter to the splice
+            if not _spd_samples(op.inputs, samples, rng):
+                raise
+            ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, samples, op.loc,
+                                                lambda t: dict(enumerate(op.outs[:-1])))
+        if tree.kind != "tuple" or len(tree.children) != 2:
+            raise _Skip("fwd did not return (y, state)")
+        n_y = tree.children[0].num_leaves
+        if n_y != len(op.outs) - 1:
+            raise _Skip("output structure differs")
+        binds: list[tuple[int, Any]] = list(zip([o.id for o in op.outs[:-1]], outs[:n_y]))
+        _same_types(op.outs[:-1], outs[:n_y], "output")
+        for o, a in binds:
+            if isinstance(a, Var):
+                samples[o] = samples.get(a.id)
+        stree = tree.children[1]
+        for a in outs[n_y:]:
+            if isinstance(a, Const) and not _plain_static(a.value):
+                # e.g. a closure pullback: its cells hold the sample values of this trace
+                raise _Skip("the state holds an opaque object")
+        st_host = _as_atoms(unflatten(stree, outs[n_y:]))
+        for a, v in zip(outs[n_y:], values[n_y:]):
+            if isinstance(a, Var):
+                samples.setdefault(a.id, v)
+        pb_plans: dict[int, Plan] = {}
+        for pk in pullbacks.get(sid, []):
+            pop = g.ops[pk]
+            for a in _atoms_in(pop.args[1]):
+                sample_of(a)
+            loc = pullback_loc(pop.loc, rule.name) if pop.loc else None
+            def keep(t: TreeDef, pop: Op = pop) -> dict[int, Var]:
+                return {i: o for i, o in zip([_leaf_index(t, p) for p in pop.unpack], pop.outs) if i is not None}
+            b_ops, b_outs, b_tree, _ = sp.splice(rule.bwd, (st_host, pop.args[1]), {}, samples, loc, keep)
+            picks = [_leaf_index(b_tree, p) for p in pop.unpack]
+            if any(p is None for p in picks):
+                raise _Skip("cotangent structure differs")
+            _same_types(pop.outs, [b_outs[p] for p in picks], "cotangent")  # type: ignore[index]
+            pb_plans[pk] = (b_ops, [(o.id, b_outs[p]) for o, p in zip(pop.outs, picks)])  # type: ignore[index]
+        return {k: (ops, binds), **pb_plans}
+
     plans: dict[int, Plan] = {}
-    for sid, k in fwd_at.items():
+    for j, (sid, k) in enumerate(fwd_at.items()):
         if sid in blocked:
             if reasons is not None:
                 for pk in [k] + pullbacks.get(sid, []):
                     reasons[pk] = blocked[sid]
             continue
-        op = g.ops[k]
-        rule = op.kw("_rule")
-        kwargs = {n: v for n, v in op.kwargs if not n.startswith("_")}
+        n0 = len(samples)
         try:
-            for a in op.inputs:
-                sample_of(a)
-            try:
-                ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, samples, op.loc,
-                                                    lambda t: dict(enumerate(op.outs[:-1])))
-            except _Skip:
-                # NOTE: some rules need better-conditioned samples (cholesky, inv): retry with
-                # symmetric positive definite matrices; only shapes and dtypes matter to the splice
-                if not _spd_samples(op.inputs, samples, rng):
-                    raise
-                ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, samples, op.loc,
-                                                    lambda t: dict(enumerate(op.outs[:-1])))
-            if tree.kind != "tuple" or len(tree.children) != 2:
-                raise _Skip("fwd did not return (y, state)")
-            n_y = tree.children[0].num_leaves
-            if n_y != len(op.outs) - 1:
-                raise _Skip("output structure differs")
-            binds: list[tuple[int, Any]] = list(zip([o.id for o in op.outs[:-1]], outs[:n_y]))
-            _same_types(op.outs[:-1], outs[:n_y], "output")
-            for o, a in binds:
-                if isinstance(a, Var):
-                    samples[o] = samples.get(a.id)
-            from irad.pytree import unflatten
-            stree = tree.children[1]
-            for a in outs[n_y:]:
-                if isinstance(a, Const) and not _plain_static(a.value):
-                    # e.g. a closure pullback: its cells hold the sample values of this trace
-                    raise _Skip("the state holds an opaque object")
-            st_host = _as_atoms(unflatten(stree, outs[n_y:]))
-            for a, v in zip(outs[n_y:], values[n_y:]):
-                if isinstance(a, Var):
-                    samples.setdefault(a.id, v)
-            pb_plans: dict[int, Plan] = {}
-            for pk in pullbacks.get(sid, []):
-                pop = g.ops[pk]
-                for a in flatten(pop.args[1], is_leaf=lambda x: isinstance(x, (Var, Const)))[0]:
-                    sample_of(a)
-                loc = Loc(pop.loc.file, pop.loc.line, f"pullback of {rule.name}") if pop.loc else None
-                def keep(t: TreeDef, pop: Op = pop) -> dict[int, Var]:
-                    return {i: o for i, o in zip([_leaf_index(t, p) for p in pop.unpack], pop.outs) if i is not None}
-                b_ops, b_outs, b_tree, _ = sp.splice(rule.bwd, (st_host, pop.args[1]), {}, samples, loc, keep)
-                picks = [_leaf_index(b_tree, p) for p in pop.unpack]
-                if any(p is None for p in picks):
-                    raise _Skip("cotangent structure differs")
-                _same_types(pop.outs, [b_outs[p] for p in picks], "cotangent")  # type: ignore[index]
-                pb_plans[pk] = (b_ops, [(o.id, b_outs[p]) for o, p in zip(pop.outs, picks)])  # type: ignore[index]
+            plans.update(rule_plans(sid, k))
         except _Skip as e:
             if reasons is not None:
                 for pk in [k] + pullbacks.get(sid, []):
                     reasons[pk] = str(e)
-            continue
-        plans[k] = (ops, binds)
-        plans.update(pb_plans)
+        release(j, n0)
     if deps is not None:
         deps.extend(sp.deps)
     return plans
+
+
+def _atoms_in(x: Any) -> list[Any]:
+    """The atoms of an argument structure, in ``flatten``'s order (``flatten(x, is_leaf=atom)``)."""
+    tx = type(x)
+    if tx is Var or tx is Const:
+        return [x]
+    if tx is tuple or tx is list:
+        out: list[Any] = []
+        for e in x:
+            out += _atoms_in(e)
+        return out
+    return flatten(x, is_leaf=lambda y: isinstance(y, (Var, Const)))[0]
 
 
 def _same_types(host: Any, spliced: list[Any], what: str) -> None:
