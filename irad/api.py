@@ -23,7 +23,7 @@ import numpy as np
 
 from . import ad
 from .errors import GradError, GuardError, MutationError
-from .ir import ArrayT, Const, Graph, ScalarT, Var, map_atoms
+from .ir import ArrayT, Const, Graph, ScalarT, Var, collector_paused, map_atoms
 from .lower import lower
 from .pytree import REGISTRY, Depth, Node, TreeDef, flatten, rebuild, unflatten
 from .signature import RETRACE_WARN_AFTER, RetraceWarning  # noqa: F401  (public: the warning and its threshold)
@@ -356,7 +356,20 @@ def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], 
     wrt_leaf, slots = _wrt_inputs(g, args, kwargs, nums, f"grad of {_def_site(f) or fname}")
     if holomorphic:
         _check_holomorphic_inputs(g, wrt_leaf, f)
+    with collector_paused():  # NOTE: a long graph's Vars and Ops would be scanned again and again
+        return _build_joint(f, g, tracer, args, kwargs, nums, single, passes, key, wrt_leaf, slots, n_diff)
+
+
+def _build_joint(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 nums: tuple[int, ...], single: bool, passes: Sequence[Callable[[Graph], Graph]] | None, key: Any,
+                 wrt_leaf: list[int], slots: list[Any], n_diff: int | None) -> Program:
+    fname = getattr(f, "__name__", "f")
     joint = ad.reverse(g, tracer.values, wrt_leaf, seed="one", outputs=n_diff)
+    # the first call's results, then the trace-time values are released: the passes and lowering
+    # of a call on big arrays need none of them (the first call's peak memory)
+    flat = [joint.values[o.id] if isinstance(o, Var) else o.value for o in joint.graph.outputs]
+    joint.values.clear()
+    tracer.values.clear()
     jg = joint.graph
     dyn_pos = _dyn_positions(g, args, kwargs)
     n_joint = len(jg.outputs)
@@ -382,7 +395,6 @@ def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], 
                    joint.n_outputs, slots, assumptions=Assumptions(tuple(tracer.deps) + jg.assumed), key=key, dyn_pos=dyn_pos,
                    writeback=writeback, live_arrays=live, setattrs=tuple(setattrs), rngs=_rngs(g), f=f,
                    passes=passes, deep=frozenset(nums))
-    flat = [joint.values[o.id] if isinstance(o, Var) else o.value for o in joint.graph.outputs]
     prog.first = prog.unpack(flat)
     return prog
 

@@ -316,8 +316,12 @@ def export(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0, 
 
     fname = getattr(f, "__name__", "f")
     if gradient:
-        pipeline = irad_passes.PIPELINE if inline else \
-            tuple(p for p in irad_passes.PIPELINE if p is not irad_passes.inline_pullbacks)
+        # NOTE: the structure passes call SciPy/LAPACK helpers (cho_solve, lu_solve) that have no
+        # ONNX form: an exported program keeps numpy's solves, which it maps
+        skip = {irad_passes.cholesky_consumers, irad_passes.triangular_solves, irad_passes.shared_lu}
+        if not inline:
+            skip.add(irad_passes.inline_pullbacks)
+        pipeline = tuple(p for p in irad_passes.PIPELINE if p not in skip)
         prog = irad_compile(f, *args, argnums=argnums, passes=pipeline, **kwargs)
         g = prog.graph
         names = [f"value{i}" if prog.n_out > 1 else "value" for i in range(prog.n_out)]
