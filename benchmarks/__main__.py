@@ -484,8 +484,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         chart(results, cs, png)
     text = report(results, cs, notices, tc, extras, png)
     if ns.markdown:
-        kept = "".join(kept_section(Path(ns.markdown), name) for name in ("tracecost", "autograd_suite",
-                                                                                 "jacobian"))
+        kept = "".join(kept_section(Path(ns.markdown), name) for name in (
+            "tracecost", "autograd_suite", "jacobian", "checkpoint_memory", "compile_scaling"))
         Path(ns.markdown).write_text(text + kept)
         print(f"wrote {ns.markdown}" + (f" and {png}" if png else ""))
     else:
