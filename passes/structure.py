@@ -137,6 +137,12 @@ def _fact_of_call(name: str, args: tuple[Any, ...], kw: dict[str, Any], facts: d
         if upper is _DYNAMIC or len(args) > 1:
             return None
         return Fact(tri="upper" if upper else "lower", factor_of=x if isinstance(x, Var) and not upper else None)
+    if name == "scipy.linalg._batched_linalg._cholesky" and _ndim(x) == 2:
+        # NOTE: SciPy >= 1.18's scipy.linalg.cholesky: _cholesky(a, lower, overwrite_a, clean)
+        lower, clean = (_static(a, None) for a in (args + (None,) * 4)[1:4:2])
+        if kw or len(args) != 4 or type(lower) is not bool or clean is not True:
+            return None
+        return Fact(tri="lower" if lower else "upper")
     if name in _POTRF and _ndim(x) == 2:
         lower, clean = _static(kw.get("lower"), False), _static(kw.get("clean"), True)
         if len(args) > 1 or lower is _DYNAMIC or clean is _DYNAMIC or not clean:
