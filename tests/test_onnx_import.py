@@ -307,6 +307,16 @@ def test_pad_modes():
     for mode in ("constant", "edge", "reflect"):
         check_node("Pad", [X, Const(np.array([1, 0, 0, 2]))], {"mode": mode})
     check_node("Pad", [X, Const(np.array([1, 1, 0, 0])), np.float64(2.5)])
+    check_node("Pad", [X, Const(np.array([1, -1, -2, 2]))], {"mode": "edge"})  # negative pads crop
+    check_node("Pad", [X3, Const(np.array([2, 1])), None, Const(np.array([-1]))], {"mode": "reflect"})
+    check_node("Pad", [X, Const(np.array([1, 2])), Const(np.array(0.5)), Const(np.array([0]))])
+    check_node("Pad", [X, Const(np.array([2, 0, 1, 3]))], {"mode": "wrap"}, opset=19)
+
+
+@pytest.mark.parametrize("eq,shapes", [("ij,jk->ik", [(3, 4), (4, 2)]), ("bij->bji", [(2, 3, 4)]),
+                                       ("ii->i", [(3, 3)]), ("i,i", [(4,), (4,)]), ("...j,j->...", [(2, 3, 4), (4,)])])
+def test_einsum(eq, shapes):
+    check_node("Einsum", [RNG.standard_normal(s) for s in shapes], {"equation": eq})
 
 
 # ---- what the loader does with a whole graph -------------------------------------------------
@@ -421,3 +431,28 @@ def test_params_must_be_named():
     model, _ = node_model("Relu", [X])
     with pytest.raises(ValueError, match="params"):
         ionnx.load_function(model, params="weights")
+
+
+def test_a_huge_constant_is_not_built_at_load_time():
+    """Folding needs the inferred sizes first: a file asking for a 10^12-element constant loads
+    (the allocation would happen when the model runs, as in any runtime), without allocating."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["big"]),
+             helper.make_node("ReduceSum", ["big"], ["s"], keepdims=0),
+             helper.make_node("Add", ["x", "s"], ["y"])]
+    model = _graph(nodes, [vi("x", TensorProto.FLOAT, [])], [vi("y", TensorProto.FLOAT, None)],
+                   [numpy_helper.from_array(np.array([10 ** 6, 10 ** 6], dtype=np.int64), "shape")])
+    fn = ionnx.load_function(model)
+    assert "np.full((1000000, 1000000)" in fn.__irad_source__
+
+
+def test_names_of_parameters_stay_data():
+    vi = helper.make_tensor_value_info
+    evil = "w'] + __import__('os').system('echo pwned') + params['"
+    b = RNG.standard_normal(4)
+    model = _graph([helper.make_node("Add", ["x", evil], ["y"])], [vi("x", TensorProto.DOUBLE, [3, 4])],
+                   [vi("y", TensorProto.DOUBLE, None)], [numpy_helper.from_array(b, evil)])
+    fn = ionnx.load_function(model, params="inputs")
+    assert "import" not in fn.__irad_source__ and "pwned" not in fn.__irad_source__
+    assert list(fn.params) == [evil]
+    np.testing.assert_allclose(fn(X, fn.params), X + b)

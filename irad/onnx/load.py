@@ -627,16 +627,33 @@ _PAD_MODES = ("constant", "edge", "reflect", "wrap")
 
 @_on("Pad")
 def _pad(n: _Node) -> str:
-    pads, mode = np.array(n.ints(1), dtype=np.int64), n.attr_str("mode", "constant", _PAD_MODES)
-    if n.has(3) or (pads < 0).any() or len(pads) != 2 * n.rank():
-        raise _Unsupported(f"Pad(mode={mode}) with axes or negative pads")
-    r = len(pads) // 2
-    widths = tuple((int(pads[i]), int(pads[i + r])) for i in range(r))
+    """``pads`` lists the begins, then the ends, of every axis (of ``axes``, opset 18+); a
+    negative pad crops, after padding the rest."""
+    pads, mode = n.ints(1), n.attr_str("mode", "constant", _PAD_MODES)
+    r = n.rank()
+    axes = tuple(range(r))
+    if n.has(3):
+        axes = n.ints(3)
+        if any(not -r <= a < r for a in axes) or len({a % r for a in axes}) != len(axes):
+            raise _Unsupported(f"axes {axes[:8]} are out of range or repeated for a rank-{r} input")
+        axes = tuple(a % r for a in axes)
+    if len(pads) != 2 * len(axes):
+        raise _Unsupported(f"{len(pads)} pads for {len(axes)} axes")
+    begin, end = [0] * r, [0] * r
+    for k, a in enumerate(axes):
+        begin[a], end[a] = pads[k], pads[k + len(axes)]
+    widths = tuple((max(b, 0), max(e, 0)) for b, e in zip(begin, end))
     if mode == "constant" and n.has(2) and n.ins[2] not in n._consts:  # a traced fill, differentiated
         mask = n.constant(np.pad(np.zeros(n.shape(), np.bool_), widths, constant_values=True), "padded")
-        return f"np.where({mask}, {n.x(2)}, np.pad({n.x()}, {widths}))"
-    cv = f", constant_values={n.x(2)}" if mode == "constant" and n.has(2) else ""
-    return f"np.pad({n.x()}, {widths}, mode={literal(mode)}{cv})"
+        out = f"np.where({mask}, {n.x(2)}, np.pad({n.x()}, {widths}))"
+    else:
+        cv = f", constant_values={n.x(2)}" if mode == "constant" and n.has(2) else ""
+        out = f"np.pad({n.x()}, {widths}, mode={literal(mode)}{cv})"
+    if min(begin + end) >= 0:
+        return out
+    full = [s + w0 + w1 for s, (w0, w1) in zip(n.shape(), widths)]
+    crop = [f"{max(-b, 0)}:{f - max(-e, 0)}" for b, e, f in zip(begin, end, full)]
+    return f"({out})[{', '.join(crop)}{',' if r == 1 else ''}]"
 
 
 def _scatter_copy(n: _Node) -> str:
@@ -831,7 +848,9 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants")
                 raise _Unsupported(f"attributes irad does not read: {', '.join(a[:40] for a in n.unread())}")
             exprs = exprs if isinstance(exprs, list) else [exprs]
             outs = [(o, e) for o, e in zip(node.output, exprs) if o]
-            if not n.dynamic and _compute_now(outs, mine, glob, consts):
+            small = all(o in shapes and math.prod(shapes[o]) <= FOLD_LIMIT for o, _ in outs)
+            if not n.dynamic and small:  # sizes known before computing: a file cannot make irad allocate
+                _compute_now(outs, mine, glob, consts)
                 continue
         except (_Unsupported, KeyError, IndexError, ValueError) as err:
             problems.append(_problem(node, err.args[0] if isinstance(err, KeyError) and err.args else err))
@@ -859,20 +878,17 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants")
 
 
 def _compute_now(outs: list[tuple[str, str]], lines: list[str], glob: dict[str, Any],
-          consts: dict[str, np.ndarray]) -> bool:
-    """Compute a node of constant inputs now (its statements and expressions are irad's own text,
-    as when the model runs); False (emit it instead) when its outputs are large."""
+                 consts: dict[str, np.ndarray]) -> None:
+    """Compute a node of constant inputs now: its statements and expressions are irad's own text,
+    which runs as it would when the model runs."""
     ns: dict[str, Any] = {"np": np, **glob}
     try:
         exec("\n".join(ln[4:] for ln in lines), ns)  # NOTE: the handlers' text, no model text
         vals = [np.asarray(eval(e, ns)) for _, e in outs]  # NOTE: as above
     except Exception as err:  # NOTE: what numpy says of the model's constants, reported per node
         raise _Unsupported(f"computing it from its constant inputs fails: {type(err).__name__}: {err}") from None
-    if sum(v.size for v in vals) > FOLD_LIMIT:
-        return False
     for (o, _), v in zip(outs, vals):
         consts[o] = v
-    return True
 
 
 def load_function(model: "onnx.ModelProto | str", params: str = "constants") -> Callable[..., Any]:
