@@ -72,8 +72,8 @@ def _gelu(x, tanh):
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu(approximate):
-    """float32 against onnxruntime; float64 against the formula (onnxruntime has no float64 Gelu
-    and the reference evaluator's rounds its constants to float32)."""
+    """float32 against onnxruntime; float64 against the formula, written out here: onnxruntime has
+    no float64 Gelu kernel and runs the op's ONNX function body, whose constants are float32."""
     check_node("Gelu", [X.astype(np.float32)], {"approximate": approximate}, opset=20, grad=False)
     check_node("Gelu", [X], {"approximate": approximate}, opset=20, want=[_gelu(X, approximate == "tanh")])
 
@@ -81,8 +81,7 @@ def test_gelu(approximate):
 def test_erf():
     pytest.importorskip("scipy", reason="Erf reads through scipy.special.erf")
     check_node("Erf", [X.astype(np.float32)], grad=False)
-    want = np.vectorize(math.erf)(X)
-    check_node("Erf", [X], want=[want])
+    check_node("Erf", [X])
 
 
 @pytest.mark.parametrize("op,attrs,f", [

@@ -364,9 +364,11 @@ _REDUCE_ALSO = ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "Redu
 def _reduce(n: _Node) -> str:
     """Axes are an attribute before opset 18 (13 for ReduceSum), an input from then on; no axes
     (or an empty list) reduce every axis unless ``noop_with_empty_axes``."""
-    axes = n.axes("axes", 1, 13 if n.op == "ReduceSum" else 18)
+    since = 13 if n.op == "ReduceSum" else 18
+    axes = n.axes("axes", 1, since)
+    noop = n.opset >= since and n.attr_flag("noop_with_empty_axes", 0)
     if not axes:
-        if n.opset >= (13 if n.op == "ReduceSum" else 18) and n.attr_flag("noop_with_empty_axes", 0):
+        if noop:
             return n.x()
         axes = None
     kd, x = n.attr_flag("keepdims", 1), n.x()
