@@ -313,7 +313,7 @@ _NODES["Where"] = lambda n: f"np.where({n.x(0)}, {n.x(1)}, {n.x(2)})"
 _NODES["Concat"] = lambda n: f"np.concatenate([{_all_inputs(n)}], axis={n.axis(None)})"
 _NODES["Gather"] = lambda n: f"np.take({n.x(0)}, {n.x(1)}, axis={n.axis()})"
 _NODES["GatherElements"] = lambda n: f"np.take_along_axis({n.x(0)}, {n.x(1)}, axis={n.axis()})"
-_NODES["Range"] = lambda n: f"np.arange({n.x(0)}, {n.x(1)}, {n.x(2)})"
+_NODES["Range"] = lambda n: f"np.arange({n.x(0)}, {n.x(1)}, {n.x(2)}, dtype=np.{n.dtype().name})"
 _NODES["Tile"] = lambda n: f"np.tile({n.x()}, {n.ints(1)})"
 _NODES["Compress"] = lambda n: f"np.compress({n.x(1)}, {n.x(0)}, axis={n.axis(None) if n.given('axis') else None})"
 _NODES["Trilu"] = lambda n: (f"np.{'triu' if n.attr_flag('upper', 1) else 'tril'}({n.x()}, "
@@ -367,12 +367,17 @@ def _reduce(n: _Node) -> str:
     since = 13 if n.op == "ReduceSum" else 18
     axes = n.axes("axes", 1, since)
     noop = n.opset >= since and n.attr_flag("noop_with_empty_axes", 0)
+    kd, x = n.attr_flag("keepdims", 1), n.x()
     if not axes:
         if noop:
-            return n.x()
+            return x
         axes = None
-    kd, x = n.attr_flag("keepdims", 1), n.x()
     how = f"axis={axes}, keepdims={kd}"
+    if 0 in n.shape() and n.op in ("ReduceMax", "ReduceMin", "ReduceLogSumExp"):  # the op's identity
+        dt = n.dtype()
+        big = np.inf if dt.kind == "f" else np.iinfo(dt).max if dt.kind in "iu" else True
+        fill = n.constant(np.array(big if n.op == "ReduceMin" else -big if dt.kind != "b" else False, dt), "identity")
+        return f"np.full({n.out_shape()}, {fill})"
     if n.op == "ReduceL2":
         return f"np.sqrt(np.sum({x} * {x}, {how}))"
     if n.op == "ReduceSumSquare":
@@ -414,7 +419,8 @@ def _cumulative(n: _Node) -> str:
     rev, exc = n.attr_flag("reverse", 0), n.attr_flag("exclusive", 0)
     if rev:
         x = f"np.flip({x}, axis={ax})"
-    out = f"np.{n.op.lower()}({x}, axis={ax})"
+    # integers keep their width (numpy accumulates int32 in int64); floats are differentiated
+    out = f"np.{n.op.lower()}({x}, axis={ax}{'' if n.dtype().kind == 'f' else f', dtype=np.{n.dtype().name}'})"
     if exc:
         head = f"{x}[{_along(r, ax, ':1')}]"
         first = f"np.zeros_like({head})" if n.op == "CumSum" else f"np.ones_like({head})"
@@ -437,12 +443,14 @@ def _topk(n: _Node) -> list[str]:
     largest = n.attr_flag("largest", 1)
     n.attr_flag("sorted", 1)
     ax, k = n.axis(-1), n.int1(1)
-    if largest and n.dtype().kind not in "fi":
-        raise _Unsupported(f"TopK(largest=1) of {n.dtype()}")
+    if n.dtype().kind not in "fiu":
+        raise _Unsupported(f"TopK of {n.dtype()}")
     if not 0 <= k <= n.shape()[ax]:
         raise _Unsupported(f"k = {k} for an axis of length {n.shape()[ax]}")
     idx = n.tmp("order")
-    n.line(f"{idx} = np.argsort({'-' if largest else ''}{n.x()}, axis={ax}, kind='stable')")
+    # descending: -x of floats, ~x of integers (order-reversing without overflow, unsigned too)
+    flip = ("-" if n.dtype().kind == "f" else "~") if largest else ""
+    n.line(f"{idx} = np.argsort({flip}{n.x()}, axis={ax}, kind='stable')")
     if k != n.shape()[ax]:
         n.line(f"{idx} = {idx}[{_slices([0], [k], [ax], [1], n.rank())}]")
     return [f"np.take_along_axis({n.x()}, {idx}, axis={ax})", idx]
@@ -619,8 +627,9 @@ def _dropout(n: _Node) -> list[str]:
     n.attr_int("seed", 0)
     if n.opset < 12:
         n.attr_float("ratio", 0.5)
-    if n.has(2) and (n.const(2).dtype != np.bool_ or n.const(2).any()):
-        raise _Unsupported("Dropout in training mode (training_mode must be a constant false)")
+    if n.has(2) and (n.ins[2] not in n._consts or n.const(2).dtype != np.bool_ or n.const(2).any()):
+        raise _Unsupported("Dropout in training mode or with training_mode a model input "
+                           "(irad reads inference-mode Dropout only: training mode is random)")
     return [n.x(), f"np.ones({n.shape()}, dtype=np.bool_)"]
 
 
@@ -805,16 +814,17 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants")
         else:
             consts[t.name] = c
     inputs: Inputs = []
+    failed: set[str] = set()  # values already reported: inputs refused, outputs of nodes refused
     for vi in g.input:
         if vi.name in consts or vi.name in values:
             continue
-        names[vi.name] = _ident(vi.name, used)
         dt = dtypes.get(vi.name, np.dtype(object))
         if dt.kind not in "biuf" or vi.name not in shapes:
             problems.append(f"input {vi.name[:80]!r}: not a real or integer tensor of static shape")
+            failed.add(vi.name)
             continue
+        names[vi.name] = _ident(vi.name, used)
         inputs.append((names[vi.name], dt.name, shapes[vi.name]))
-    failed: set[str] = set()  # outputs of nodes already reported
 
     def ref(n: str) -> str:
         if n in names:
@@ -830,7 +840,7 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants")
             glob[names[n]] = c
             return names[n]
         if n in failed:
-            raise KeyError(f"its input {n[:80]!r} comes from a node reported above")
+            raise KeyError(f"its input {n[:80]!r} is a value reported above")
         raise KeyError(f"no value named {n[:80]!r}")
 
     for node in g.node:
