@@ -29,6 +29,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 # a python block, then optionally (after at most one blank line) the text block that shows its output
 BLOCK = re.compile(r"```python\n(?P<code>.*?)```\n(?:(?P<gap>\n?)```text\n(?P<text>.*?)```\n)?", re.S)
 SKIP = "# not run"
+NEEDS = {"onnx_import.md": ("onnx", "onnxruntime", "scipy")}  # docs of optional extras (pip install irad[onnx])
 
 
 def run_doc(path: Path) -> list[tuple[re.Match[str], str]]:
@@ -78,6 +79,8 @@ def update(path: Path, results: list[tuple[re.Match[str], str]]) -> None:
 
 @pytest.mark.parametrize("path", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)
 def test_doc_examples_print_what_they_show(path: Path) -> None:
+    for module in NEEDS.get(path.name, ()):
+        pytest.importorskip(module, reason=f"docs/{path.name} shows an optional extra that needs {module}")
     results = run_doc(path)
     if os.environ.get("IRAD_UPDATE_DOCS"):
         update(path, results)

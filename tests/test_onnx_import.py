@@ -121,6 +121,12 @@ def test_integer_div_truncates_and_mod():
     check_node("Mod", [X, POS], {"fmod": 1})
 
 
+@pytest.mark.parametrize("slope", [(1,), (4,), (3, 1), ()])
+def test_prelu(slope):
+    check_node("PRelu", [X, RNG.standard_normal(slope)])
+    check_node("PRelu", [X.astype(np.float32), RNG.standard_normal(slope).astype(np.float32)], grad=False)
+
+
 def test_variadic_sum_mean():
     check_node("Sum", [X, X[0], X[:, :1]])
     check_node("Mean", [X3, X, X[0]])  # the reference evaluator (no float64 Mean in onnxruntime)

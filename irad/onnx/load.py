@@ -468,6 +468,7 @@ def _variadic(n: _Node, op: str) -> str:
 
 
 _NODES["Sum"] = lambda n: _variadic(n, "+")
+_NODES["PRelu"] = lambda n: f"np.where({n.x(0)} < 0, {n.x(1)} * {n.x(0)}, {n.x(0)})"  # slope broadcasts to x
 _NODES["Mean"] = lambda n: f"({_variadic(n, '+')}) / {len(n.ins)}"
 
 
