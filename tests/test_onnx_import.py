@@ -462,3 +462,19 @@ def test_names_of_parameters_stay_data():
     assert "__import__" not in src and "'" not in src and "(" not in src.split("\n", 1)[1], src
     assert list(fn.params) == [evil]
     np.testing.assert_allclose(fn(X, fn.params), X + b)
+
+
+def test_a_value_read_twice():
+    """``Mul(x, x)``, ``Gemm(x, x)``, ``Where(x > 0, x, -x)``: the gradients of repeated reads add."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),
+             helper.make_node("Gemm", ["x", "x"], ["g"], transB=1),
+             helper.make_node("Neg", ["x"], ["nx"]),
+             helper.make_node("Greater", ["x", "zero"], ["pos"]),
+             helper.make_node("Where", ["pos", "x", "nx"], ["ab"]),
+             helper.make_node("ReduceSum", ["g"], ["s"], keepdims=0),
+             helper.make_node("Add", ["sq", "ab"], ["t"]),
+             helper.make_node("Mul", ["t", "s"], ["y"])]
+    model = _graph(nodes, [vi("x", TensorProto.DOUBLE, [3, 3])], [vi("y", TensorProto.DOUBLE, None)],
+                   [numpy_helper.from_array(np.array(0.0), "zero")])
+    check_model(model, {"x": RNG.standard_normal((3, 3))})
