@@ -18,7 +18,7 @@ from .ops import _Unsupported
 
 _AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 _OUT, _KER = "xyz", "ijk"  # einsum letters of the spatial output axes and of the kernel axes
-_STASH_FLOAT = 1  # stash_type: onnx.TensorProto.FLOAT, the only one onnxruntime implements
+_STASH_FLOAT = 1  # stash_type onnx.TensorProto.FLOAT (the default): the statistics in float32
 
 
 def _per_axis(n: _Node, name: str, d: int, default: int, least: int) -> tuple[int, ...]:
@@ -57,13 +57,14 @@ def _check_out(n: _Node, shape: tuple[int, ...]) -> None:
     except _Unsupported:
         return
     if len(inferred) != len(shape) or any(i and i != s for i, s in zip(inferred, shape)):
-        raise _Unsupported(f"output shape {shape} differs from the inferred {inferred}")
+        raise _Unsupported(f"output shape {shape} (as onnxruntime computes it) differs from the inferred {inferred}")
 
 
 @dataclass(frozen=True)
 class _Geometry:
-    """A window op along the spatial axes: pads before/after (``end`` includes the ceil-mode
-    overhang, whose positions are never counted) and the number of windows."""
+    """A window op along the spatial axes of an input of spatial shape ``size``: pads before and
+    after (``end`` includes the ceil-mode overhang, which no divisor counts) and window counts."""
+    size: tuple[int, ...]
     kernel: tuple[int, ...]
     strides: tuple[int, ...]
     dilations: tuple[int, ...]
@@ -82,7 +83,8 @@ class _Geometry:
         return o[:, None] * self.strides[axis] - self.begin[axis] + k[None, :] * self.dilations[axis]
 
 
-def _geometry(n: _Node, kernel: tuple[int, ...], ceil: bool = False, dilations_since: int = 1) -> _Geometry:
+def _geometry(n: _Node, kernel: tuple[int, ...], pool: bool, ceil: bool = False,
+              dilations_since: int = 1) -> _Geometry:
     """Pads and window counts of Conv and the pools, from auto_pad, pads, strides, dilations
     (as onnxruntime computes them: SAME pads to ``ceil(size / stride)`` windows, the odd pad
     after for SAME_UPPER, before for SAME_LOWER; ceil mode drops a window starting past the
@@ -101,7 +103,10 @@ def _geometry(n: _Node, kernel: tuple[int, ...], ceil: bool = False, dilations_s
         if max(dil) > 1:  # onnxruntime refuses it for Conv, and pads pools as if undilated
             raise _Unsupported(f"auto_pad = {auto} with dilations {dil}")
         out = [-(-i // s) for i, s in zip(size, strides)]
-        total = [max(0, (o - 1) * s + w - i) for o, s, w, i in zip(out, strides, span, size)]
+        total = [(o - 1) * s + w - i for o, s, w, i in zip(out, strides, span, size)]
+        if pool and min(total) < 0:  # a stride past the window: onnxruntime's pools crop or refuse
+            raise _Unsupported(f"auto_pad = {auto} with strides {strides} longer than the kernel {kernel}")
+        total = [max(0, t) for t in total]  # Conv, as onnxruntime: no padding
         begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
         pe = [t - b for t, b in zip(total, begin)]
     else:
@@ -117,7 +122,7 @@ def _geometry(n: _Node, kernel: tuple[int, ...], ceil: bool = False, dilations_s
             o = (-(-room // s) if ceil else room // s) + 1
             out.append(o - 1 if ceil and (o - 1) * s >= i + b else o)
     end = [max(e, (o - 1) * s + w - i - b) for e, o, s, w, i, b in zip(pe, out, strides, span, size, begin)]
-    return _Geometry(tuple(kernel), tuple(strides), tuple(dil), tuple(begin), tuple(pe), tuple(end), tuple(out))
+    return _Geometry(size, tuple(kernel), tuple(strides), tuple(dil), tuple(begin), tuple(pe), tuple(end), tuple(out))
 
 
 def _windows(n: _Node, x: str, g: _Geometry, fill: str = "") -> str:
@@ -126,9 +131,11 @@ def _windows(n: _Node, x: str, g: _Geometry, fill: str = "") -> str:
     d = len(g.kernel)
     if any(g.begin) or any(g.end):
         padded = n.tmp("padded")
-        n.line(f"{padded} = np.pad({x}, ((0, 0), (0, 0)) + {tuple(zip(g.begin, g.end))}{fill})")
+        n.line(f"{padded} = np.pad({x}, {((0, 0), (0, 0)) + tuple(zip(g.begin, g.end))}{fill})")
         x = padded
-    steps = [f"0:{(o - 1) * s + 1}:{s}" for o, s in zip(g.out, g.strides)] + [f"::{dl}" for dl in g.dilations]
+    steps = [f"::{s}" if -(-(i + b + e - w + 1) // s) == o else f":{(o - 1) * s + 1}:{s}"
+             for i, b, e, w, o, s in zip(g.size, g.begin, g.end, g.span, g.out, g.strides)]
+    steps = [":" if t == "::1" else t for t in steps + [f"::{dl}" for dl in g.dilations]]
     w = n.tmp("windows")
     n.line(f"{w} = np.lib.stride_tricks.sliding_window_view({x}, {g.span}, axis={tuple(range(2, 2 + d))})"
            f"[:, :, {', '.join(steps)}]")
@@ -171,7 +178,7 @@ def _conv(n: _Node) -> str:
     groups = _groups(n, channels, ws[0])
     if ws[1] * groups != channels:
         raise _Unsupported(f"a weight of {ws[1]} input channels per group for {channels} in {groups} groups")
-    g = _geometry(n, _kernel(n, d, ws[2:]))
+    g = _geometry(n, _kernel(n, d, ws[2:]), pool=False)
     _check_out(n, (batch, ws[0]) + g.out)
     y = _contract(n, _windows(n, n.x(0), g), n.x(1), groups, g, ws[0], transposed=False)
     return _bias(n, y, 2, ws[0], d)
@@ -201,15 +208,13 @@ def _conv_transpose(n: _Node) -> str:
     if pads is not None and (auto != "NOTSET" or shape is not None):
         raise _Unsupported(f"attribute pads with auto_pad = {auto} or output_shape")
     if shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
-        if shape is not None:
-            shape = shape[2:] if len(shape) == d + 2 else shape
-            if len(shape) != d:
-                raise _Unsupported(f"attribute output_shape = {shape[:8]} for {d} spatial axes")
+        if shape is not None and len(shape) != d:
+            raise _Unsupported(f"attribute output_shape = {shape[:8]} for {d} spatial axes")
         total = [f - o for f, o in zip(full, shape or [i * s for i, s in zip(size, strides)])]
-        if min(total) < 0:
-            raise _Unsupported(f"an output shape larger than the full transposed convolution, {full}")
-        begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
-        end = [t - b for t, b in zip(total, begin)]
+        # past the full output (total < 0): onnxruntime pads an output_shape with zeros after, and
+        # makes SAME the full output
+        begin = [0 if t < 0 else t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
+        end = [(t if shape else 0) if t < 0 else t - b for t, b in zip(total, begin)]
     else:
         pads = (0,) * (2 * d) if pads is None or auto == "VALID" else pads
         if len(pads) != 2 * d or min(pads) < 0:
@@ -228,29 +233,30 @@ def _conv_transpose(n: _Node) -> str:
         x = spread
     left = [r - b for r, b in zip(reach, begin)]
     right = [r - e + a for r, e, a in zip(reach, end, adj)]
+    length = [(i - 1) * s + 1 for i, s in zip(size, strides)]
+    crops = [(max(0, -lo), m - max(0, -hi)) for lo, hi, m in zip(left, right, length)]
     if min(left) < 0 or min(right) < 0:
-        length = [(i - 1) * s + 1 for i, s in zip(size, strides)]
-        crop = ", ".join(f"{max(0, -lo)}:{m - max(0, -hi)}" for lo, hi, m in zip(left, right, length))
-        x = f"{x}[:, :, {crop}]"
-    g = _Geometry(kernel, (1,) * d, dil, tuple(max(0, lo) for lo in left), (), tuple(max(0, h) for h in right), out)
+        x = f"{x}[:, :, {', '.join(f'{a}:{b}' for a, b in crops)}]"
+    pad_lo, pad_hi = tuple(max(0, lo) for lo in left), tuple(max(0, hi) for hi in right)
+    g = _Geometry(tuple(b - a for a, b in crops), kernel, (1,) * d, dil, pad_lo, pad_hi, pad_hi, out)
     w = n.tmp("flipped")
     n.line(f"{w} = np.flip({n.x(1)}, axis={tuple(range(2, 2 + d))})")
     y = _contract(n, _windows(n, x, g), w, groups, g, features, transposed=True)
     return _bias(n, y, 2, features, d)
 
 
-def _pool_windows(n: _Node, fill: str, ceil_since: int, dilations_since: int) -> tuple[str, _Geometry, tuple[int, ...]]:
+def _pool_windows(n: _Node, fill: str, ceil_since: int,
+                  dilations_since: int) -> tuple[str, _Geometry, tuple[int, ...]]:
     """MaxPool/AveragePool/LpPool: the windows, their geometry and their tap axes (``*_since``:
     the opset that gave the op that attribute)."""
     d = _spatial(n)
     if n.opset < ceil_since and n.given("ceil_mode"):
         raise _Unsupported(f"attribute ceil_mode before opset {ceil_since}")
-    g = _geometry(n, _kernel(n, d, None), n.attr_flag("ceil_mode", 0), dilations_since)
+    g = _geometry(n, _kernel(n, d, None), True, n.attr_flag("ceil_mode", 0), dilations_since)
     _check_out(n, n.shape(0)[:2] + g.out)
-    size = n.shape(0)[2:]
     for ax in range(d):  # a window of padding only would be -inf (max) or 0/0 (average)
         p = g.positions(ax)
-        if not ((p >= 0) & (p < size[ax])).any(axis=1).all():
+        if not ((p >= 0) & (p < g.size[ax])).any(axis=1).all():
             raise _Unsupported("a window that holds only padding")
     return _windows(n, n.x(0), g, fill), g, tuple(range(2 + d, 2 + 2 * d))
 
@@ -272,28 +278,28 @@ def _average_pool(n: _Node) -> str:
     count_include_pad, in the input and its declared pads: never the ceil-mode overhang)."""
     include = n.attr_flag("count_include_pad", 0)
     win, g, taps = _pool_windows(n, "", 10, 19)
-    size = n.shape(0)[2:]
+    d = len(g.size)
     counts = np.ones(g.out)
-    for ax in range(len(size)):
+    for ax in range(d):
         p = g.positions(ax)
-        lo, hi = (-g.begin[ax], size[ax] + g.pads_end[ax]) if include else (0, size[ax])
-        c = ((p >= lo) & (p < hi)).sum(axis=1)
-        counts = counts * c.reshape((-1,) + (1,) * (len(size) - 1 - ax))
+        lo, hi = (-g.begin[ax], g.size[ax] + g.pads_end[ax]) if include else (0, g.size[ax])
+        counts = counts * ((p >= lo) & (p < hi)).sum(axis=1).reshape((-1,) + (1,) * (d - 1 - ax))
     if (counts == counts.flat[0]).all():
         return f"np.sum({win}, axis={taps}) / {int(counts.flat[0])}"
     return f"np.sum({win}, axis={taps}) / {n.constant(counts.astype(n.dtype(0)), 'counts')}"
 
 
-def _lp(n: _Node, x: str, axes: tuple[int, ...]) -> str:
+def _lp(n: _Node, x: str, axes: tuple[int, ...], keep: bool = False) -> str:
     """``(sum |x|^p) ^ (1/p)`` over ``axes``."""
     p = n.attr_int("p", 2)
     if p < 1:
         raise _Unsupported(f"attribute p = {p}")
+    over = f"axis={axes}, keepdims={keep}"
     if p == 1:
-        return f"np.sum(np.abs({x}), axis={axes})"
+        return f"np.sum(np.abs({x}), {over})"
     if p == 2:
-        return f"np.sqrt(np.sum({x} * {x}, axis={axes}))"
-    return f"np.sum(np.abs({x}) ** {p}, axis={axes}) ** {1 / p!r}"
+        return f"np.sqrt(np.sum({x} * {x}, {over}))"
+    return f"np.sum(np.abs({x}) ** {p}, {over}) ** {1 / p!r}"
 
 
 @_on("LpPool")
@@ -306,18 +312,17 @@ def _global_axes(n: _Node) -> tuple[int, ...]:
     return tuple(range(2, 2 + _spatial(n)))
 
 
-_NODES_GLOBAL = {"GlobalAveragePool": "np.mean", "GlobalMaxPool": "np.max"}
+_GLOBAL_POOLS = {"GlobalAveragePool": "np.mean", "GlobalMaxPool": "np.max"}
 
 
-@_on(*_NODES_GLOBAL)
+@_on(*_GLOBAL_POOLS)
 def _global_pool(n: _Node) -> str:
-    return f"{_NODES_GLOBAL[n.op]}({n.x()}, axis={_global_axes(n)}, keepdims=True)"
+    return f"{_GLOBAL_POOLS[n.op]}({n.x()}, axis={_global_axes(n)}, keepdims=True)"
 
 
 @_on("GlobalLpPool")
 def _global_lp_pool(n: _Node) -> str:
-    axes = _global_axes(n)
-    return f"np.expand_dims({_lp(n, n.x(), axes)}, {axes})"
+    return _lp(n, n.x(), _global_axes(n), keep=True)
 
 
 def _only_output(n: _Node, what: str) -> None:
@@ -386,18 +391,22 @@ def _group_norm(n: _Node) -> str:
     """The channels in ``num_groups`` groups, each normalized over its channels and the spatial
     axes; scale and bias per channel (opset 21) or, as opset 18 had it, per group."""
     shape = n.shape(0)
-    if len(shape) < 2:
-        raise _Unsupported(f"a rank-{len(shape)} input")
+    r = len(shape)
+    if r < 2:
+        raise _Unsupported(f"a rank-{r} input")
     (batch, channels), groups = shape[:2], n.attr_int("num_groups")
     if groups < 1 or channels % groups:
         raise _Unsupported(f"attribute num_groups = {groups} for {channels} channels")
+    each = channels if n.opset >= 21 else groups
+    if n.shape(1) != (each,) or n.shape(2) != (each,):
+        raise _Unsupported(f"scale and bias of shapes {n.shape(1)}, {n.shape(2)}: opset {n.opset} "
+                           f"has one per {'channel' if n.opset >= 21 else 'group'}")
     _stash(n)
     eps = n.attr_float("epsilon", 1e-5)
-    grouped = (batch, groups, math.prod(shape[1:]) // groups)
-    centred, _, inv = _normalize(n, f"np.reshape({n.x(0)}, {grouped})", (2,), eps)
-    y = f"{centred} * {inv}"
-    if n.shape(1) == (channels,) and n.shape(2) == (channels,):
-        return f"np.reshape({y}, {shape}) * {_per_channel(n, 1, len(shape))} + {_per_channel(n, 2, len(shape))}"
-    if n.shape(1) == (groups,) and n.shape(2) == (groups,):
-        return f"np.reshape({y} * np.reshape({n.x(1)}, {(groups, 1)}) + np.reshape({n.x(2)}, {(groups, 1)}), {shape})"
-    raise _Unsupported(f"scale and bias of shapes {n.shape(1)}, {n.shape(2)} for {channels} channels in {groups} groups")
+    grouped = n.tmp("grouped")
+    n.line(f"{grouped} = np.reshape({n.x(0)}, {(batch, groups, math.prod(shape[1:]) // groups)})")
+    centred, _, inv = _normalize(n, grouped, (2,), eps)
+    if n.opset >= 21:
+        return f"np.reshape({centred} * {inv}, {shape}) * {_per_channel(n, 1, r)} + {_per_channel(n, 2, r)}"
+    scale, bias = (f"np.reshape({n.x(k)}, {(groups, 1)})" for k in (1, 2))
+    return f"np.reshape({centred} * {inv} * {scale} + {bias}, {shape})"
