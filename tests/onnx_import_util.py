@@ -115,7 +115,8 @@ def model_inputs(model: onnx.ModelProto) -> list[str]:
 
 
 def check_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], grad: bool = True,
-                params: str = "constants", seed: int = 0, want: list[np.ndarray] | None = None) -> Any:
+                params: str = "constants", seed: int = 0, want: list[np.ndarray] | None = None,
+                shapes: dict[str, tuple[int, ...]] | None = None) -> Any:
     """The model read back agrees with onnxruntime; with ``grad``, irad's gradient of a random
     weighting of its float outputs, w.r.t. every float64 input (and the parameters, with
     ``params="inputs"``), equals finite differences on the 2nd and 3rd calls of one compiled
@@ -123,7 +124,7 @@ def check_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], grad: bool
     reference evaluator's float64 ``Gelu`` rounds its constants to float32).  Returns the loaded
     function."""
     want = run_ort(model, feeds) if want is None else want
-    fn = ionnx.load_function(model, params=params)
+    fn = ionnx.load_function(model, params=params, shapes=shapes)
     xs = [feeds[n] for n in model_inputs(model)]
     extra = [fn.params] if params == "inputs" else []
     got = _as_list(fn(*xs, *extra))

@@ -478,3 +478,38 @@ def test_a_value_read_twice():
     model = _graph(nodes, [vi("x", TensorProto.DOUBLE, [3, 3])], [vi("y", TensorProto.DOUBLE, None)],
                    [numpy_helper.from_array(np.array(0.0), "zero")])
     check_model(model, {"x": RNG.standard_normal((3, 3))})
+
+
+def _dynamic_batch(dim):
+    """``x @ W + b`` over a batch of dynamic size: ``dim`` a name ('batch') or None (no name)."""
+    vi = helper.make_tensor_value_info
+    W, b = RNG.standard_normal((4, 2)), RNG.standard_normal(2)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"]),
+             helper.make_node("Shape", ["x"], ["n"])]
+    return _graph(nodes, [vi("x", TensorProto.DOUBLE, [dim, 4])],
+                  [vi("y", TensorProto.DOUBLE, [dim, 2]), vi("n", TensorProto.INT64, [2])],
+                  [numpy_helper.from_array(W, "W"), numpy_helper.from_array(b, "b")])
+
+
+@pytest.mark.parametrize("dim", ["batch", None])
+def test_dynamic_batch_loaded_at_a_shape(dim):
+    model = _dynamic_batch(dim)
+    with pytest.raises(ionnx.LoadError, match=r"dynamic shape .* shapes=\{'x': \(\.\.\.\)\}"):
+        ionnx.load_function(model)
+    for n in (1, 5):
+        x = RNG.standard_normal((n, 4))
+        fn = check_model(model, {"x": x}, shapes={"x": (n, 4)})  # onnxruntime runs it at any batch
+        y, shape = fn(x)
+        np.testing.assert_array_equal(shape, [n, 4])
+        W, b = (numpy_helper.to_array(t) for t in model.graph.initializer)
+        np.testing.assert_allclose(y, x @ W + b, rtol=1e-14)
+    g = ionnx.load(model, params="inputs", shapes={"x": (3, 4)})
+    assert "matmul" in str(g)
+
+
+def test_shapes_are_checked():
+    model = _dynamic_batch("batch")
+    for shapes, words in [({"x": (3, 5)}, "the model fixes it"), ({"x": (3,)}, "rank-2"),
+                          ({"z": (3, 4)}, "not an input"), ({"x": (3.0, 4)}, "rank-2")]:
+        with pytest.raises(ionnx.LoadError, match=words):
+            ionnx.load_function(model, shapes=shapes)

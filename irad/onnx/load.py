@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import keyword
 import math
+import operator
 import re
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 import onnx
@@ -703,9 +704,11 @@ def _scatter_elements(n: _Node) -> str:
     return tmp
 
 
-def _parse(model: "onnx.ModelProto | str | bytes") -> onnx.ModelProto:
-    """The model with functions inlined and shapes inferred, or ``LoadError``: a file that does not
-    parse or check is refused before any of it is read."""
+def _parse(model: "onnx.ModelProto | str | bytes", shapes: "dict[str, Sequence[int]] | None" = None
+           ) -> onnx.ModelProto:
+    """The model with functions inlined, ``shapes`` given to its dynamic inputs and shapes
+    inferred, or ``LoadError``: a file that does not parse or check is refused before any of it
+    is read."""
     label = str(model) if isinstance(model, str) or hasattr(model, "__fspath__") else \
         model.graph.name if isinstance(model, onnx.ModelProto) else "<model>"
     try:
@@ -716,18 +719,44 @@ def _parse(model: "onnx.ModelProto | str | bytes") -> onnx.ModelProto:
         if model.functions:  # rules exported as ONNX functions (``export(..., inline=False)``)
             from onnx import inliner
             model = inliner.inline_local_functions(model)
-            nodes = list(model.graph.node)  # their Constant nodes become initializers
-            consts = [n for n in nodes if n.op_type == "Constant" and [a.name for a in n.attribute] == ["value"]
-                      and n.attribute[0].type == AttributeProto.TENSOR]
-            for n in consts:
-                model.graph.initializer.append(numpy_helper.from_array(
-                    numpy_helper.to_array(n.attribute[0].t), n.output[0]))
-            del model.graph.node[:]
-            model.graph.node.extend(n for n in nodes if not any(n is c for c in consts))
+        if shapes:
+            model = _fix_shapes(model, shapes)
         # data_prop: shapes computed by Shape/Gather/Concat chains (exporters' reshapes) become static
         return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except LoadError:
+        raise
     except Exception as err:  # NOTE: untrusted bytes: whatever onnx raises, the model is refused
         raise LoadError(label, [f"{type(err).__name__}: {err}"]) from err
+
+
+def _fix_shapes(model: onnx.ModelProto, shapes: "dict[str, Sequence[int]]") -> onnx.ModelProto:
+    """A copy of ``model`` whose inputs named in ``shapes`` have those shapes (a dynamic
+    dimension takes any size, a static one must match)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    by_name = {vi.name: vi for vi in m.graph.input}
+    problems = [f"shapes names {k[:80]!r}, which is not an input of the model" for k in shapes if k not in by_name]
+    for name, shape in shapes.items():
+        if name not in by_name:
+            continue
+        dims = by_name[name].type.tensor_type.shape.dim
+        try:
+            shape = tuple(operator.index(v) for v in shape)
+        except TypeError:
+            shape = ()
+        if len(shape) != len(dims) or min(shape, default=0) < 0:
+            problems.append(f"input {name[:80]!r}: shapes gives {repr(shapes[name])[:80]}, not the shape of a "
+                            f"rank-{len(dims)} input (non-negative ints)")
+            continue
+        for d, v in zip(dims, shape):
+            if d.HasField("dim_value") and d.dim_value != v:
+                problems.append(f"input {name[:80]!r}: shape {shape}, but the model fixes it to "
+                                f"{tuple(x.dim_value if x.HasField('dim_value') else None for x in dims)}")
+                break
+            d.dim_value = v  # clears dim_param (a oneof)
+    if problems:
+        raise LoadError(model.graph.name, problems)
+    return m
 
 
 def _problem(node: onnx.NodeProto, why: object) -> str:
@@ -770,22 +799,24 @@ def _constant_node(node: onnx.NodeProto) -> np.ndarray:
     return make()
 
 
-def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants") -> Imported:
+def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants",
+              shapes: "dict[str, Sequence[int]] | None" = None) -> Imported:
     """Python/numpy source of an ONNX model's graph (one handler per op type in ``_NODES``).
 
     ``params="constants"`` bakes the initializers in; ``"inputs"`` makes every float initializer of
     rank >= 1 an entry of a trailing ``params`` dict argument (keyed by its ONNX name), so that
-    it can be differentiated.  Nodes whose inputs are all constants (shape arithmetic, mostly)
+    it can be differentiated.  ``shapes`` gives inputs of dynamic shape (a batch size) the shape to
+    load them at: the function is for one shape.  Nodes whose inputs are all constants (shape arithmetic, mostly)
     are computed here, once.  No ONNX name or attribute is spliced into the source; a malformed
     model, or one with ops irad cannot read, raises ``LoadError`` listing every problem."""
     if params not in ("constants", "inputs"):
         raise ValueError(f"params must be 'constants' or 'inputs', not {params!r}")
-    model = _parse(model)
+    model = _parse(model, shapes)
     g, opset = model.graph, _opset(model)
     used: set[str] = {"params"} if params == "inputs" else set()
     names: dict[str, str] = {}
     consts: dict[str, np.ndarray] = {}
-    shapes: dict[str, tuple[int, ...]] = {}
+    sizes: dict[str, tuple[int, ...]] = {}  # the static shape of each value
     dtypes: dict[str, np.dtype] = {}
     problems: list[str] = []
     glob: dict[str, Any] = {}
@@ -793,7 +824,7 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants")
     for vi in list(g.input) + list(g.value_info) + list(g.output):
         tt = vi.type.tensor_type
         if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
-            shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+            sizes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
         try:
             dtypes[vi.name] = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
         except (KeyError, TypeError, ValueError):
@@ -805,7 +836,7 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants")
         except _Unsupported as err:
             problems.append(str(err))
             continue
-        shapes[t.name], dtypes[t.name] = c.shape, c.dtype
+        sizes[t.name], dtypes[t.name] = c.shape, c.dtype
         if params == "inputs" and c.dtype.kind == "f" and c.ndim >= 1:
             names[t.name] = _ident(t.name, used)
             values[t.name] = c.copy()
@@ -820,12 +851,19 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants")
         if vi.name in consts or vi.name in values:
             continue
         dt = dtypes.get(vi.name, np.dtype(object))
-        if dt.kind not in "biuf" or vi.name not in shapes:
-            problems.append(f"input {vi.name[:80]!r}: not a real or integer tensor of static shape")
+        if dt.kind not in "biuf":
+            problems.append(f"input {vi.name[:80]!r}: not a real or integer tensor")
+            failed.add(vi.name)
+            continue
+        if vi.name not in sizes:
+            dims = tuple(d.dim_value if d.HasField("dim_value") else d.dim_param[:20] or None
+                         for d in vi.type.tensor_type.shape.dim)
+            problems.append(f"input {vi.name[:80]!r} has the dynamic shape {dims}: give it a shape with "
+                            f"load_function(..., shapes={{{vi.name[:80]!r}: (...)}})")
             failed.add(vi.name)
             continue
         names[vi.name] = _ident(vi.name, used)
-        inputs.append((names[vi.name], dt.name, shapes[vi.name]))
+        inputs.append((names[vi.name], dt.name, sizes[vi.name]))
 
     def ref(n: str) -> str:
         if n in names:
@@ -846,7 +884,7 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants")
 
     for node in g.node:
         mine: list[str] = []
-        n = _Node(node, ref, consts, shapes, mine, used, glob, opset, dtypes)
+        n = _Node(node, ref, consts, sizes, mine, used, glob, opset, dtypes)
         try:
             if node.domain not in ("", "ai.onnx"):
                 raise _Unsupported(f"an op of domain {node.domain[:40]!r}")
@@ -861,7 +899,7 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants")
                 raise _Unsupported(f"attributes irad does not read: {', '.join(a[:40] for a in n.unread())}")
             exprs = exprs if isinstance(exprs, list) else [exprs]
             outs = [(o, e) for o, e in zip(node.output, exprs) if o]
-            small = all(o in shapes and math.prod(shapes[o]) <= FOLD_LIMIT for o, _ in outs)
+            small = all(o in sizes and math.prod(sizes[o]) <= FOLD_LIMIT for o, _ in outs)
             if not n.dynamic and small:  # sizes known before computing: a file cannot make irad allocate
                 _compute_now(outs, mine, glob, consts)
                 continue
@@ -904,12 +942,14 @@ def _compute_now(outs: list[tuple[str, str]], lines: list[str], glob: dict[str, 
         consts[o] = v
 
 
-def load_function(model: "onnx.ModelProto | str", params: str = "constants") -> Callable[..., Any]:
+def load_function(model: "onnx.ModelProto | str", params: str = "constants",
+                  shapes: "dict[str, Sequence[int]] | None" = None) -> Callable[..., Any]:
     """A plain numpy function computing an ONNX model, differentiable with ``irad.grad`` like any
     other numpy code.  ``params="inputs"``: its last argument is a dict of the model's float
     initializers (their values from the file in ``fn.params``), so ``irad.grad(fn, argnums=-1)``
-    differentiates the weights.  ``fn.__irad_source__`` is its source."""
-    return _function(to_source(model, params), params)
+    differentiates the weights.  ``shapes={"x": (32, 4)}`` fixes inputs of dynamic shape.
+    ``fn.__irad_source__`` is its source."""
+    return _function(to_source(model, params, shapes), params)
 
 
 def _function(imported: Imported, params: str) -> Callable[..., Any]:
@@ -926,12 +966,13 @@ def _function(imported: Imported, params: str) -> Callable[..., Any]:
     return fn  # type: ignore[no-any-return]
 
 
-def load(model: "onnx.ModelProto | str", params: str = "constants") -> Graph:
+def load(model: "onnx.ModelProto | str", params: str = "constants",
+         shapes: "dict[str, Sequence[int]] | None" = None) -> Graph:
     """Import an ONNX model as an irad Graph: its numpy form (``load_function``) traced on inputs
     of the declared shapes (and, with ``params="inputs"``, the parameters from the file)."""
     from ..trace import trace
 
-    imported = to_source(model, params)
+    imported = to_source(model, params, shapes)
     fn = _function(imported, params)
     rng = np.random.default_rng(0)
     examples: list[Any] = [rng.standard_normal(s).astype(dt) if np.dtype(dt).kind == "f" else np.zeros(s, dt)
