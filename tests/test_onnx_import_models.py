@@ -140,9 +140,11 @@ def _torch_mlp(torch):
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")  # torch's, about itself
 @pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
-def test_live_torch_export(dynamo):
+@pytest.mark.parametrize("batch_open", [False, True])
+def test_live_torch_export(dynamo, batch_open):
     """An MLP exported now by the installed torch: its value and input gradient equal torch's own
-    (autograd, not finite differences), and ``check_model`` holds."""
+    (autograd, not finite differences), and ``check_model`` holds; with the batch size left open
+    by the exporter, loaded at ``shapes=``."""
     torch = pytest.importorskip("torch", reason="the live re-export needs torch")
     if dynamo:
         pytest.importorskip("onnxscript", reason="torch's dynamo exporter needs onnxscript")
@@ -150,12 +152,17 @@ def test_live_torch_export(dynamo):
     x = np.random.default_rng(5).standard_normal((3, 4))
     xt = torch.tensor(x, requires_grad=True)
     if dynamo:
-        model = torch.onnx.export(net, (xt,), dynamo=True, input_names=["x"], output_names=["y"]).model_proto
+        dims = ({0: torch.export.Dim("batch")},) if batch_open else None
+        model = torch.onnx.export(net, (xt,), dynamo=True, input_names=["x"], output_names=["y"],
+                                  dynamic_shapes=dims).model_proto
     else:
         buf = io.BytesIO()
-        torch.onnx.export(net, (xt,), buf, dynamo=False, opset_version=13, input_names=["x"], output_names=["y"])
+        torch.onnx.export(net, (xt,), buf, dynamo=False, opset_version=13, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}} if batch_open else None)
         model = onnx.load_from_string(buf.getvalue())
-    fn = check(model, {"x": x}, grad=True, params="inputs")
+    if batch_open:
+        assert not model.graph.input[0].type.tensor_type.shape.dim[0].HasField("dim_value")
+    fn = check(model, {"x": x}, grad=True, params="inputs", shapes={"x": x.shape} if batch_open else None)
     c = np.random.default_rng(6).standard_normal((3, 3))
     y = net(xt)
     (y * torch.tensor(c)).sum().backward()
