@@ -35,16 +35,12 @@ DATA = os.path.join(os.path.dirname(__file__), "data", "onnx")
 TORCH = [f"torch_{m}_{e}_{dt}" for m in ("mlp", "cnn", "norm") for e in ("legacy", "dynamo")
          for dt in ("float32", "float64")] + ["torch_norm_legacy13_float64"]
 SKLEARN = ["skl_mlpreg_float32", "skl_mlpreg_float64", "skl_scaler_linreg_float64", "skl_logreg_proba_float64"]
-STANDARD = TORCH + SKLEARN
+# skl2onnx models with ai.onnx.ml ops (LinearClassifier, Normalizer, Scaler, LinearRegressor,
+# ArrayFeatureExtractor: irad/onnx/load_ml.py), by file stem
+ML_DOMAIN = ["skl_logreg_float32", "skl_scaler_linreg_float32", "skl_logreg_float64"]
+STANDARD = TORCH + SKLEARN + ML_DOMAIN
 FLOAT64 = [m for m in STANDARD if m.endswith("float64")]
-# skl2onnx models with ai.onnx.ml ops: (file stem, the ops load_function must name when it refuses)
-ML_DOMAIN = [("skl_logreg_float32", ("LinearClassifier", "Normalizer")),
-             ("skl_scaler_linreg_float32", ("Scaler", "LinearRegressor")),
-             ("skl_logreg_float64", ("ArrayFeatureExtractor",))]
-
-
-def check(model, feeds, **kw):
-    return check_model(model, feeds, **kw)
+check = check_model
 
 
 def fixture(stem):
@@ -66,13 +62,15 @@ def feeds_for(model, seed=0):
 
 def test_fixtures_are_small_and_standard():
     """The committed files stay small and hold what the tests below claim to cover."""
-    for stem in STANDARD + [s for s, _ in ML_DOMAIN]:
+    for stem in STANDARD:
         assert os.path.getsize(os.path.join(DATA, f"{stem}.onnx")) < 50_000, stem
     ops = {n.op_type for s in TORCH for n in fixture(s).graph.node}
     assert {"Gemm", "Conv", "BatchNormalization", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
             "LayerNormalization", "Gelu", "Erf", "LogSoftmax"} <= ops, ops
     opsets = {o.version for s in TORCH for o in fixture(s).opset_import if o.domain in ("", "ai.onnx")}
     assert {13, 17} <= opsets and max(opsets) >= 18, opsets
+    ml = {n.op_type for s in ML_DOMAIN for n in fixture(s).graph.node if n.domain == "ai.onnx.ml"}
+    assert {"LinearClassifier", "Normalizer", "Scaler", "LinearRegressor", "ArrayFeatureExtractor"} <= ml, ml
 
 
 @pytest.mark.parametrize("stem", [s for s in TORCH if s.endswith("float64")])
@@ -116,19 +114,6 @@ def test_grad_params(stem):
     model = fixture(stem)
     fn = check(model, feeds_for(model), grad=True, params="inputs")
     assert fn.params and all(np.asarray(v).dtype == np.float64 for v in fn.params.values())
-
-
-@pytest.mark.parametrize("stem,ops", ML_DOMAIN)
-def test_ml_domain_refused(stem, ops):
-    """skl2onnx's ai.onnx.ml ops have no numpy mapping: the model is refused, naming each op, not
-    half-loaded (onnxruntime does run it, so the file itself is fine)."""
-    model = fixture(stem)
-    run_ort(model, feeds_for(model))
-    with pytest.raises(ionnx.LoadError) as err:
-        ionnx.load_function(model)
-    for op in ops:
-        assert op in str(err.value), (op, str(err.value))
-    assert "ai.onnx.ml" in str(err.value)
 
 
 def _torch_mlp(torch):

@@ -1,4 +1,4 @@
-"""ONNX import of the neural-network nodes: convolutions, pooling, normalizations (``load._NODES``).
+"""ONNX import of the neural-network nodes: convolutions, pooling, normalizations (``node.NODES``).
 
 A window op becomes ``sliding_window_view`` of the padded input, stepped by the stride and the
 dilation, then reduced (pooling) or contracted with the kernel by an ``einsum`` whose equation is
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .load import _Node, _on
+from .node import Node, on
 from .ops import _Unsupported
 
 _AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -21,7 +21,7 @@ _OUT, _KER = "xyz", "ijk"  # einsum letters of the spatial output axes and of th
 _STASH_FLOAT = 1  # stash_type onnx.TensorProto.FLOAT (the default): the statistics in float32
 
 
-def _per_axis(n: _Node, name: str, d: int, default: int, least: int) -> tuple[int, ...]:
+def _per_axis(n: Node, name: str, d: int, default: int, least: int) -> tuple[int, ...]:
     """An INTS attribute with one value, at least ``least``, per spatial axis."""
     v = n.attr_ints(name)
     if v is None:
@@ -31,7 +31,7 @@ def _per_axis(n: _Node, name: str, d: int, default: int, least: int) -> tuple[in
     return v
 
 
-def _spatial(n: _Node) -> int:
+def _spatial(n: Node) -> int:
     """The number of spatial axes of input 0, (N, C, D1, ..., Dd)."""
     d = n.rank(0) - 2
     if not 1 <= d <= len(_OUT):
@@ -39,7 +39,7 @@ def _spatial(n: _Node) -> int:
     return d
 
 
-def _kernel(n: _Node, d: int, weight: tuple[int, ...] | None) -> tuple[int, ...]:
+def _kernel(n: Node, d: int, weight: tuple[int, ...] | None) -> tuple[int, ...]:
     """``kernel_shape``: required for a pool; for a convolution it must equal the weight's."""
     k = n.attr_ints("kernel_shape")
     if weight is not None and k is not None and tuple(k) != weight:
@@ -50,7 +50,7 @@ def _kernel(n: _Node, d: int, weight: tuple[int, ...] | None) -> tuple[int, ...]
     return tuple(k)
 
 
-def _check_out(n: _Node, shape: tuple[int, ...]) -> None:
+def _check_out(n: Node, shape: tuple[int, ...]) -> None:
     """The output shape irad computes must be the one shape inference gave later nodes."""
     try:
         inferred = n.out_shape()
@@ -83,7 +83,7 @@ class _Geometry:
         return o[:, None] * self.strides[axis] - self.begin[axis] + k[None, :] * self.dilations[axis]
 
 
-def _geometry(n: _Node, kernel: tuple[int, ...], pool: bool, ceil: bool = False,
+def _geometry(n: Node, kernel: tuple[int, ...], pool: bool, ceil: bool = False,
               dilations_since: int = 1) -> _Geometry:
     """Pads and window counts of Conv and the pools, from auto_pad, pads, strides, dilations
     (as onnxruntime computes them: SAME pads to ``ceil(size / stride)`` windows, the odd pad
@@ -125,7 +125,7 @@ def _geometry(n: _Node, kernel: tuple[int, ...], pool: bool, ceil: bool = False,
     return _Geometry(size, tuple(kernel), tuple(strides), tuple(dil), tuple(begin), tuple(pe), tuple(end), tuple(out))
 
 
-def _windows(n: _Node, x: str, g: _Geometry, fill: str = "") -> str:
+def _windows(n: Node, x: str, g: _Geometry, fill: str = "") -> str:
     """``x`` (N, C, D1..Dd) padded (with ``fill``, np.pad's keywords) as its windows,
     (N, C, O1..Od, K1..Kd)."""
     d = len(g.kernel)
@@ -142,7 +142,7 @@ def _windows(n: _Node, x: str, g: _Geometry, fill: str = "") -> str:
     return w
 
 
-def _contract(n: _Node, win: str, w: str, groups: int, g: _Geometry, features: int, transposed: bool) -> str:
+def _contract(n: Node, win: str, w: str, groups: int, g: _Geometry, features: int, transposed: bool) -> str:
     """The windows (N, C, O.., K..) times the kernel, (M, C/G, K..) or, ``transposed``,
     (C, M/G, K..), summed over channels and taps: (N, M, O..)."""
     d = len(g.kernel)
@@ -158,19 +158,19 @@ def _contract(n: _Node, win: str, w: str, groups: int, g: _Geometry, features: i
     return f"np.reshape({y}, {(batch, features) + g.out})"
 
 
-def _bias(n: _Node, y: str, k: int, features: int, d: int) -> str:
+def _bias(n: Node, y: str, k: int, features: int, d: int) -> str:
     return f"{y} + np.reshape({n.x(k)}, {(features,) + (1,) * d})" if n.has(k) else y
 
 
-def _groups(n: _Node, channels: int, features: int) -> int:
+def _groups(n: Node, channels: int, features: int) -> int:
     groups = n.attr_int("group", 1)
     if groups < 1 or channels % groups or features % groups:
         raise _Unsupported(f"attribute group = {groups} for {channels} input and {features} output channels")
     return groups
 
 
-@_on("Conv")
-def _conv(n: _Node) -> str:
+@on("Conv")
+def _conv(n: Node) -> str:
     d = _spatial(n)
     (batch, channels), ws = n.shape(0)[:2], n.shape(1)
     if len(ws) != d + 2:
@@ -184,8 +184,8 @@ def _conv(n: _Node) -> str:
     return _bias(n, y, 2, ws[0], d)
 
 
-@_on("ConvTranspose")
-def _conv_transpose(n: _Node) -> str:
+@on("ConvTranspose")
+def _conv_transpose(n: Node) -> str:
     """The gradient of a convolution: the input spread out by the strides (zeros between),
     padded by ``dilation * (kernel - 1)`` less the pads (cropped where that is negative), then
     convolved with the kernel flipped along its spatial axes."""
@@ -245,7 +245,7 @@ def _conv_transpose(n: _Node) -> str:
     return _bias(n, y, 2, features, d)
 
 
-def _pool_windows(n: _Node, fill: str, ceil_since: int,
+def _pool_windows(n: Node, fill: str, ceil_since: int,
                   dilations_since: int) -> tuple[str, _Geometry, tuple[int, ...]]:
     """MaxPool/AveragePool/LpPool: the windows, their geometry and their tap axes (``*_since``:
     the opset that gave the op that attribute)."""
@@ -261,8 +261,8 @@ def _pool_windows(n: _Node, fill: str, ceil_since: int,
     return _windows(n, n.x(0), g, fill), g, tuple(range(2 + d, 2 + 2 * d))
 
 
-@_on("MaxPool")
-def _max_pool(n: _Node) -> str:
+@on("MaxPool")
+def _max_pool(n: Node) -> str:
     if len(n.node.output) > 1 and n.node.output[1]:
         raise _Unsupported("the Indices output")
     n.attr_flag("storage_order", 0)  # the layout of Indices only
@@ -272,8 +272,8 @@ def _max_pool(n: _Node) -> str:
     return f"np.max({win}, axis={taps})"
 
 
-@_on("AveragePool")
-def _average_pool(n: _Node) -> str:
+@on("AveragePool")
+def _average_pool(n: Node) -> str:
     """The sum of each window over the number of its taps that lie in the input (or, with
     count_include_pad, in the input and its declared pads: never the ceil-mode overhang)."""
     include = n.attr_flag("count_include_pad", 0)
@@ -289,7 +289,7 @@ def _average_pool(n: _Node) -> str:
     return f"np.sum({win}, axis={taps}) / {n.constant(counts.astype(n.dtype(0)), 'counts')}"
 
 
-def _lp(n: _Node, x: str, axes: tuple[int, ...], keep: bool = False) -> str:
+def _lp(n: Node, x: str, axes: tuple[int, ...], keep: bool = False) -> str:
     """``(sum |x|^p) ^ (1/p)`` over ``axes``."""
     p = n.attr_int("p", 2)
     if p < 1:
@@ -302,40 +302,40 @@ def _lp(n: _Node, x: str, axes: tuple[int, ...], keep: bool = False) -> str:
     return f"np.sum(np.abs({x}) ** {p}, {over}) ** {1 / p!r}"
 
 
-@_on("LpPool")
-def _lp_pool(n: _Node) -> str:
+@on("LpPool")
+def _lp_pool(n: Node) -> str:
     win, _, taps = _pool_windows(n, "", 18, 18)
     return _lp(n, win, taps)
 
 
-def _global_axes(n: _Node) -> tuple[int, ...]:
+def _global_axes(n: Node) -> tuple[int, ...]:
     return tuple(range(2, 2 + _spatial(n)))
 
 
 _GLOBAL_POOLS = {"GlobalAveragePool": "np.mean", "GlobalMaxPool": "np.max"}
 
 
-@_on(*_GLOBAL_POOLS)
-def _global_pool(n: _Node) -> str:
+@on(*_GLOBAL_POOLS)
+def _global_pool(n: Node) -> str:
     return f"{_GLOBAL_POOLS[n.op]}({n.x()}, axis={_global_axes(n)}, keepdims=True)"
 
 
-@_on("GlobalLpPool")
-def _global_lp_pool(n: _Node) -> str:
+@on("GlobalLpPool")
+def _global_lp_pool(n: Node) -> str:
     return _lp(n, n.x(), _global_axes(n), keep=True)
 
 
-def _only_output(n: _Node, what: str) -> None:
+def _only_output(n: Node, what: str) -> None:
     if any(n.node.output[1:]):
         raise _Unsupported(what)
 
 
-def _per_channel(n: _Node, k: int, rank: int) -> str:
+def _per_channel(n: Node, k: int, rank: int) -> str:
     """Input ``k``, one value per channel (axis 1), shaped to broadcast against the input."""
     return f"np.reshape({n.x(k)}, {(n.shape(0)[1],) + (1,) * (rank - 2)})"
 
 
-def _normalize(n: _Node, x: str, axes: tuple[int, ...], eps: float) -> tuple[str, str, str]:
+def _normalize(n: Node, x: str, axes: tuple[int, ...], eps: float) -> tuple[str, str, str]:
     """``x`` less its mean over ``axes``, the mean and 1 / sqrt(variance + eps) (kept dims)."""
     mean, centred, inv = n.tmp("mean"), n.tmp("centred"), n.tmp("inv_std")
     n.line(f"{mean} = np.mean({x}, axis={axes}, keepdims=True)")
@@ -344,13 +344,13 @@ def _normalize(n: _Node, x: str, axes: tuple[int, ...], eps: float) -> tuple[str
     return centred, mean, inv
 
 
-def _stash(n: _Node) -> None:
+def _stash(n: Node) -> None:
     if n.attr_int("stash_type", _STASH_FLOAT) != _STASH_FLOAT:
         raise _Unsupported("attribute stash_type other than 1 (float)")
 
 
-@_on("BatchNormalization")
-def _batch_norm(n: _Node) -> str:
+@on("BatchNormalization")
+def _batch_norm(n: Node) -> str:
     """Inference form: the running statistics are inputs; training mode updates them."""
     if n.attr_flag("training_mode", 0):
         raise _Unsupported("training_mode = 1")
@@ -364,8 +364,8 @@ def _batch_norm(n: _Node) -> str:
     return f"({n.x(0)} - {mean}) / np.sqrt({var} + {eps!r}) * {scale} + {bias}"
 
 
-@_on("LayerNormalization")
-def _layer_norm(n: _Node) -> list[str]:
+@on("LayerNormalization")
+def _layer_norm(n: Node) -> list[str]:
     """Normalized over the axes from ``axis`` on; the outputs Mean and InvStdDev keep them as 1s."""
     r = n.rank(0)
     axes = tuple(range(n.axis(-1), r))
@@ -377,8 +377,8 @@ def _layer_norm(n: _Node) -> list[str]:
     return [f"{y} + {n.x(2)}" if n.has(2) else y, mean, inv]
 
 
-@_on("InstanceNormalization")
-def _instance_norm(n: _Node) -> str:
+@on("InstanceNormalization")
+def _instance_norm(n: Node) -> str:
     r = n.rank(0)
     if r < 3:
         raise _Unsupported(f"a rank-{r} input")
@@ -386,8 +386,8 @@ def _instance_norm(n: _Node) -> str:
     return f"{centred} * {inv} * {_per_channel(n, 1, r)} + {_per_channel(n, 2, r)}"
 
 
-@_on("GroupNormalization")
-def _group_norm(n: _Node) -> str:
+@on("GroupNormalization")
+def _group_norm(n: Node) -> str:
     """The channels in ``num_groups`` groups, each normalized over its channels and the spatial
     axes; scale and bias per channel (opset 21) or, as opset 18 had it, per group."""
     shape = n.shape(0)
