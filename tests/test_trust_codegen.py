@@ -372,7 +372,8 @@ def test_onnx_hostile_names_load_safely():
              helper.make_node("Tanh", [HOSTILE_NAME], ["ﬁ"], name="'''")]
     model = _model(nodes, [("x_ｂar", [3]), ("x_bar", [3])], ["ﬁ"], inits=[w],
                    name="g():\n    " + PAYLOAD + "\ndef h")
-    src, _, inputs, _ = ionnx.to_source(model)
+    imported = ionnx.to_source(model)
+    src, inputs = imported.source, imported.inputs
     assert src.isascii() and PAYLOAD not in src
     assert len({n for n, _, _ in inputs}) == 2
     fn = ionnx.load_function(model)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import operator
 import re
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import onnx
@@ -22,6 +22,7 @@ from ..errors import LoadError
 from ..ir import Graph
 from ..lower import literal
 from . import load_ml, load_nn, load_ops  # noqa: F401  (each fills its handler table)
+from .load_ops import EINSUM
 from .node import ML_NODES, NODES, Node, ident, to_array
 from .ops import _Unsupported
 
@@ -40,6 +41,7 @@ def _parse(model: "onnx.ModelProto | str | bytes", shapes: "dict[str, Sequence[i
         if model.functions:  # rules exported as ONNX functions (``export(..., inline=False)``)
             from onnx import inliner
             model = inliner.inline_local_functions(model)
+        _before_inference(model.graph)
         if shapes:
             model = _fix_shapes(model, shapes)
         # data_prop: shapes computed by Shape/Gather/Concat chains (exporters' reshapes) become static.
@@ -51,6 +53,28 @@ def _parse(model: "onnx.ModelProto | str | bytes", shapes: "dict[str, Sequence[i
         raise
     except Exception as err:  # NOTE: untrusted bytes: whatever onnx raises, the model is refused
         raise LoadError(label, [f"{type(err).__name__}: {err}"]) from err
+
+
+def _nodes(g: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of ``g`` and of the graphs its nodes carry (``If``/``Loop`` bodies)."""
+    for node in g.node:
+        yield node
+        for a in node.attribute:
+            for sub in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
+                yield from _nodes(sub)
+
+
+def _before_inference(g: onnx.GraphProto) -> None:
+    """Refuse what ONNX's own shape inference cannot be trusted with: an Einsum equation outside
+    the grammar can make it loop forever (``i-j->``)."""
+    problems = []
+    for node in _nodes(g):
+        if node.op_type == "Einsum":
+            eq = [a.s for a in node.attribute if a.name == "equation" and a.type == AttributeProto.STRING]
+            if len(eq) != 1 or not EINSUM.match(eq[0].decode("utf-8", "replace")):
+                problems.append(_problem(node, "attribute equation is not an einsum equation"))
+    if problems:
+        raise LoadError(g.name, problems)
 
 
 def _fix_shapes(model: onnx.ModelProto, shapes: "dict[str, Sequence[int]]") -> onnx.ModelProto:
@@ -89,7 +113,12 @@ def _problem(node: onnx.NodeProto, why: object) -> str:
 
 
 Inputs = list[tuple[str, str, tuple[int, ...]]]  # (identifier, dtype name, shape) of each model input
-FOLD_LIMIT = 1 << 16  # the most elements a node's outputs may have to be computed at load time
+FOLD_LIMIT = 1 << 16  # the most elements a node's inputs, and its outputs, may have to be computed at load time
+# ops whose work grows faster than their inputs and outputs (an einsum of four vectors): never
+# computed at load time, so a small file cannot make loading slow
+TRACE_LIMIT = 1 << 27  # the most elements of a value ``load`` computes when it traces a model
+NOT_FOLDED = frozenset({"Einsum", "MatMul", "Gemm", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
+                        "LinearClassifier", "LinearRegressor"})
 
 
 class Imported(NamedTuple):
@@ -98,6 +127,7 @@ class Imported(NamedTuple):
     namespace: dict[str, Any]   # the constants the source names (arrays, strings)
     inputs: Inputs              # the model's inputs, as the function's leading parameters
     params: dict[str, np.ndarray]  # with params="inputs": the initial value of each parameter
+    largest: int                # the most elements of a value the function computes (of known size)
 
 
 def _opset(model: onnx.ModelProto) -> int:
@@ -227,8 +257,7 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants",
                 raise _Unsupported(f"attributes irad does not read: {', '.join(a[:40] for a in n.unread())}")
             exprs = exprs if isinstance(exprs, list) else [exprs]
             outs = [(o, e) for o, e in zip(node.output, exprs) if o]
-            small = all(o in sizes and math.prod(sizes[o]) <= FOLD_LIMIT for o, _ in outs)
-            if not n.dynamic and small:  # sizes known before computing: a file cannot make irad allocate
+            if not n.dynamic and _cheap(node, [o for o, _ in outs], sizes):
                 _compute_now(outs, mine, glob, consts)
                 continue
         except (_Unsupported, KeyError, IndexError, ValueError) as err:
@@ -253,7 +282,19 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants",
     args = [n for n, _, _ in inputs] + (["params"] if params == "inputs" else [])
     src = f"def {fname}({', '.join(args)}):\n" + "\n".join(lines) + f"\n    return {', '.join(results)}\n"
     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", src))
-    return Imported(src, {k: v for k, v in glob.items() if k in words}, inputs, values)
+    largest = max((math.prod(sizes[o]) for o in names if o in sizes), default=0)
+    return Imported(src, {k: v for k, v in glob.items() if k in words}, inputs, values, largest)
+
+
+def _cheap(node: onnx.NodeProto, outs: list[str], sizes: dict[str, tuple[int, ...]]) -> bool:
+    """Whether a node of constant inputs is computed at load time: its inputs and outputs of
+    known, small sizes (known before computing: a file cannot make irad allocate), its work
+    linear in them."""
+    if node.op_type in NOT_FOLDED or not all(o in sizes for o in outs):
+        return False
+    ins = [i for i in node.input if i]
+    return (all(i in sizes for i in ins) and sum(math.prod(sizes[i]) for i in ins) <= FOLD_LIMIT
+            and sum(math.prod(sizes[o]) for o in outs) <= FOLD_LIMIT)
 
 
 def _infer_node(node: onnx.NodeProto, sizes: dict[str, tuple[int, ...]], dtypes: dict[str, np.dtype],
@@ -307,7 +348,7 @@ def load_function(model: "onnx.ModelProto | str", params: str = "constants",
 def _function(imported: Imported, params: str) -> Callable[..., Any]:
     from ..weakcache import compile_source
 
-    src, glob, _, values = imported
+    src, glob, values = imported.source, imported.namespace, imported.params
     fname = src.split("(", 1)[0][4:]
     ns: dict[str, Any] = {"np": np, **glob}
     exec(compile_source(src, f"onnx {fname}"), ns)  # in linecache while the function lives
@@ -325,6 +366,10 @@ def load(model: "onnx.ModelProto | str", params: str = "constants",
     from ..trace import trace
 
     imported = to_source(model, params, shapes)
+    if imported.largest > TRACE_LIMIT:  # load runs the model once: a file must not make it allocate
+        raise LoadError(imported.source.split("(", 1)[0][4:], [
+            f"a value of {imported.largest} elements: load() traces the model on example inputs; "
+            "load_function(...) gives the function without running it"])
     fn = _function(imported, params)
     rng = np.random.default_rng(0)
     examples: list[Any] = [rng.standard_normal(s).astype(dt) if np.dtype(dt).kind == "f" else np.zeros(s, dt)

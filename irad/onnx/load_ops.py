@@ -12,7 +12,7 @@ from onnx import helper
 
 from ..lower import literal
 from .node import NODES, Handler, Node, on
-from .ops import _INT64_MIN, _Unsupported
+from .ops import _Unsupported
 
 _NP_BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "MatMul": "@",
               "Equal": "==", "Less": "<", "LessOrEqual": "<=", "Greater": ">", "GreaterOrEqual": ">="}
@@ -24,16 +24,23 @@ _NP_UNARY = {"Neg": "np.negative", "Abs": "np.abs", "Tanh": "np.tanh", "Exp": "n
              "Round": "np.round"}
 _REDUCE = {"ReduceSum": "np.sum", "ReduceMean": "np.mean", "ReduceMax": "np.max", "ReduceMin": "np.min",
            "ReduceProd": "np.prod"}
-_EINSUM = re.compile(r"[A-Za-z.,\- >]*\Z")  # the characters of an einsum equation
+_TERM = r" *(?:[A-Za-z]|\.\.\.)* *"
+EINSUM = re.compile(rf"{_TERM}(?:,{_TERM})*(?:->{_TERM})?\Z")  # an einsum equation, nothing else
 
 
-def _slices(starts: Any, ends: Any, axes: Any, steps: Any, rank: int) -> str:
+def _slices(starts: Any, ends: Any, axes: Any, steps: Any, shape: tuple[int, ...]) -> str:
+    """The index of an ONNX ``Slice``: starts and ends clamped as the spec says (numpy's own
+    clamping overflows at the int64 extremes exporters write for "to the end")."""
+    rank = len(shape)
     parts = [":"] * rank
     for s0, s1, ax, st in zip(starts, ends, axes, steps):
-        if not -rank <= ax < rank or st == 0:
-            raise _Unsupported(f"a slice of axis {ax} with step {st} of a rank-{rank} tensor")
-        s1 = None if (st < 0 and s1 <= _INT64_MIN + 1) or s1 >= 2 ** 62 else int(s1)
-        parts[int(ax) % rank] = f"{int(s0)}:{'' if s1 is None else s1}:{int(st)}"
+        if not -rank <= ax < rank or st == 0 or parts[int(ax) % rank] != ":":
+            raise _Unsupported(f"a slice of axis {ax} (repeated?) with step {st} of a rank-{rank} tensor")
+        dim = shape[ax]
+        lo, hi = (0, dim) if st > 0 else (-1, dim - 1)
+        s0, s1 = (min(max(v + dim if v < 0 else v, lo), hi) for v in (s0, s1))
+        stop = "" if s1 < 0 else s1  # -1 with a negative step: through index 0
+        parts[int(ax) % rank] = "0:0" if s0 < 0 else f"{s0}:{stop}:{int(st)}"  # -1: before index 0, empty
     return ", ".join(parts) + ("," if rank == 1 else "")
 
 
@@ -97,12 +104,24 @@ NODES["Expand"] = lambda n: f"np.broadcast_to({n.x()}, {n.out_shape()})"
 NODES["Where"] = lambda n: f"np.where({n.x(0)}, {n.x(1)}, {n.x(2)})"
 NODES["Concat"] = lambda n: f"np.concatenate([{_all_inputs(n)}], axis={n.axis(None)})"
 NODES["Gather"] = lambda n: f"np.take({n.x(0)}, {n.x(1)}, axis={n.axis()})"
-NODES["GatherElements"] = lambda n: f"np.take_along_axis({n.x(0)}, {n.x(1)}, axis={n.axis()})"
 NODES["Range"] = lambda n: f"np.arange({n.x(0)}, {n.x(1)}, {n.x(2)}, dtype=np.{n.dtype().name})"
 NODES["Tile"] = lambda n: f"np.tile({n.x()}, {n.ints(1)})"
 NODES["Compress"] = lambda n: f"np.compress({n.x(1)}, {n.x(0)}, axis={n.axis(None) if n.given('axis') else None})"
 NODES["Trilu"] = lambda n: (f"np.{'triu' if n.attr_flag('upper', 1) else 'tril'}({n.x()}, "
                              f"{n.int1(1) if n.has(1) else 0})")
+
+
+@on("GatherElements")
+def _gather_elements(n: Node) -> str:
+    """The output has the indices' shape: on the other axes they read the data's leading part
+    (``take_along_axis`` would broadcast instead)."""
+    ax, data, idx = n.axis(), n.shape(0), n.shape(1)
+    if len(idx) != len(data) or any(i > d for k, (i, d) in enumerate(zip(idx, data)) if k != ax):
+        raise _Unsupported(f"indices of shape {idx} for data of shape {data} along axis {ax}")
+    x = n.x(0)
+    if any(i < d for k, (i, d) in enumerate(zip(idx, data)) if k != ax):
+        x = f"{x}[{', '.join(':' if k == ax else f':{i}' for k, i in enumerate(idx))}]"
+    return f"np.take_along_axis({x}, {n.x(1)}, axis={ax})"
 
 
 @on("Reshape")
@@ -127,7 +146,7 @@ def _cast(n: Node) -> str:
 @on("Einsum")
 def _einsum(n: Node) -> str:
     eq = n.attr_str("equation", None)
-    if not _EINSUM.match(eq):
+    if not EINSUM.match(eq):
         raise _Unsupported(f"attribute equation {eq[:40]!r} is not an einsum equation")
     return f"np.einsum({n.constant(eq, 'equation')}, {_all_inputs(n)})"
 
@@ -160,9 +179,19 @@ def _reduce(n: Node) -> str:
     how = f"axis={axes}, keepdims={kd}"
     if 0 in n.shape() and n.op in ("ReduceMax", "ReduceMin", "ReduceLogSumExp"):  # the op's identity
         dt = n.dtype()
-        big = np.inf if dt.kind == "f" else np.iinfo(dt).max if dt.kind in "iu" else True
-        fill = n.constant(np.array(big if n.op == "ReduceMin" else -big if dt.kind != "b" else False, dt), "identity")
+        if dt.kind == "f":
+            low, high = -np.inf, np.inf
+        else:
+            low, high = (np.iinfo(dt).min, np.iinfo(dt).max) if dt.kind in "iu" else (False, True)
+        fill = n.constant(np.array(high if n.op == "ReduceMin" else low, dt), "identity")
         return f"np.full({n.out_shape()}, {fill})"
+    out = _reduced(n, x, axes, kd, how)
+    dt = n.dtype()
+    # integers stay integers of their width (a mean or a norm truncated, as onnxruntime does)
+    return out if dt.kind in "fb" else f"np.asarray({out}).astype(np.{dt.name})"
+
+
+def _reduced(n: Node, x: str, axes: tuple[int, ...] | None, kd: bool, how: str) -> str:
     if n.op == "ReduceL2":
         return f"np.sqrt(np.sum({x} * {x}, {how}))"
     if n.op == "ReduceSumSquare":
@@ -184,7 +213,7 @@ def _slice(n: Node) -> str:
     starts = n.ints(1)
     steps = n.ints(4) if n.has(4) else (1,) * len(starts)
     axes = n.ints(3) if n.has(3) else tuple(range(len(starts)))
-    return f"{n.x()}[{_slices(starts, n.ints(2), axes, steps, n.rank())}]"
+    return f"{n.x()}[{_slices(starts, n.ints(2), axes, steps, n.shape())}]"
 
 
 def _along(rank: int, ax: int, part: str) -> str:
@@ -234,10 +263,11 @@ def _topk(n: Node) -> list[str]:
         raise _Unsupported(f"k = {k} for an axis of length {n.shape()[ax]}")
     idx = n.tmp("order")
     # descending: -x of floats, ~x of integers (order-reversing without overflow, unsigned too)
-    flip = ("-" if n.dtype().kind == "f" else "~") if largest else ""
-    n.line(f"{idx} = np.argsort({flip}{n.x()}, axis={ax}, kind='stable')")
+    x = n.x()
+    key = x if not largest else f"~{x}" if n.dtype().kind != "f" else f"np.where(np.isnan({x}), -np.inf, -{x})"
+    n.line(f"{idx} = np.argsort({key}, axis={ax}, kind='stable')")  # NaN ranks largest, as in onnxruntime
     if k != n.shape()[ax]:
-        n.line(f"{idx} = {idx}[{_slices([0], [k], [ax], [1], n.rank())}]")
+        n.line(f"{idx} = {idx}[{_slices([0], [k], [ax], [1], n.shape())}]")
     return [f"np.take_along_axis({n.x()}, {idx}, axis={ax})", idx]
 
 
@@ -268,8 +298,12 @@ def _div(n: Node) -> str:
 
 @on("Pow")
 def _pow(n: Node) -> str:
-    """The only binary op whose operands may differ in type; the result has the base's."""
+    """The only binary op whose operands may differ in type; the result has the base's.  An
+    integer base is raised in float64 and truncated, as onnxruntime does (``3 ** 1.5 == 5``, a
+    negative exponent too, where numpy's integer power raises)."""
     dt = n.dtype(0)
+    if dt.kind in "iu":
+        return f"(np.asarray({n.x(0)}, dtype=np.float64) ** {n.x(1)}).astype(np.{dt.name})"
     if n.dtype(1) != dt:
         return f"{n.x(0)} ** np.asarray({n.x(1)}, dtype=np.{dt.name})"
     return f"{n.x(0)} ** {n.x(1)}"
@@ -440,17 +474,18 @@ def _pad(n: Node) -> str:
     for k, a in enumerate(axes):
         begin[a], end[a] = pads[k], pads[k + len(axes)]
     widths = tuple((max(b, 0), max(e, 0)) for b, e in zip(begin, end))
+    x, shape = n.x(), n.shape()
+    if min(begin + end) < 0:  # crop first: a wrap then reads the cropped tensor, as onnxruntime does
+        x = f"{x}[{', '.join(f'{max(-b, 0)}:{s - max(-e, 0)}' for b, e, s in zip(begin, end, shape))}" \
+            f"{',' if r == 1 else ''}]"
+        shape = tuple(s - max(-b, 0) - max(-e, 0) for b, e, s in zip(begin, end, shape))
+        if min(shape) < 0:
+            raise _Unsupported(f"pads {pads[:8]} crop more than the input's shape {n.shape()}")
     if mode == "constant" and n.has(2) and n.ins[2] not in n._consts:  # a traced fill, differentiated
-        mask = n.constant(np.pad(np.zeros(n.shape(), np.bool_), widths, constant_values=True), "padded")
-        out = f"np.where({mask}, {n.x(2)}, np.pad({n.x()}, {widths}))"
-    else:
-        cv = f", constant_values={n.x(2)}" if mode == "constant" and n.has(2) else ""
-        out = f"np.pad({n.x()}, {widths}, mode={literal(mode)}{cv})"
-    if min(begin + end) >= 0:
-        return out
-    full = [s + w0 + w1 for s, (w0, w1) in zip(n.shape(), widths)]
-    crop = [f"{max(-b, 0)}:{f - max(-e, 0)}" for b, e, f in zip(begin, end, full)]
-    return f"({out})[{', '.join(crop)}{',' if r == 1 else ''}]"
+        mask = n.constant(np.pad(np.zeros(shape, np.bool_), widths, constant_values=True), "padded")
+        return f"np.where({mask}, {n.x(2)}, np.pad({x}, {widths}))"
+    cv = f", constant_values={n.x(2)}" if mode == "constant" and n.has(2) else ""
+    return f"np.pad({x}, {widths}, mode={literal(mode)}{cv})"
 
 
 def _scatter_copy(n: Node) -> str:

@@ -41,6 +41,8 @@ def ident(name: str, used: set[str]) -> str:
 
 def to_array(t: onnx.TensorProto, what: str) -> np.ndarray:
     """A tensor of the file as a numeric numpy array, or ``_Unsupported``."""
+    if t.data_location == onnx.TensorProto.EXTERNAL:  # a path the file names: not read from data
+        raise _Unsupported(f"{what}: external data (load the model from its file, which reads it)")
     try:
         a = numpy_helper.to_array(t)
     except Exception as err:  # NOTE: untrusted bytes: whatever onnx raises, the tensor is refused
@@ -106,7 +108,12 @@ class Node:
         return self._dtypes[self.ins[k]]
 
     def shape(self, k: int = 0) -> tuple[int, ...]:
-        return self._shapes.get(self.ins[k], ()) if self.has(k) else ()
+        """The static shape of input ``k`` (``()`` for an omitted optional input)."""
+        if not self.has(k):
+            return ()
+        if self.ins[k] not in self._shapes:
+            raise _Unsupported(f"the shape of input {k} is unknown")
+        return self._shapes[self.ins[k]]
 
     def rank(self, k: int = 0) -> int:
         if not self.has(k) or self.ins[k] not in self._shapes:
