@@ -4,8 +4,9 @@ Every op of the (optimised, pullback-inlined) graph maps through one table, ``OP
 (``irad/onnx/ops.py``): primitive name -> a function emitting ONNX nodes.  A rule that stays a
 call becomes an ONNX function named after it.  A graph that cannot be exported raises
 ``ExportError`` listing every op that blocks it, with its source line.  ``load(model) -> Graph``
-and ``load_function(model)`` read such models back as numpy code irad can differentiate.
-See docs/onnx.md.
+and ``load_function(model, params=, shapes=)`` read models back (these, and those other tools
+write in the standard operator set) as numpy code irad can differentiate.  See docs/onnx.md and
+docs/onnx_import.md.
 
 Inside this package ``import onnx`` is the real ``onnx`` package (imports are absolute).
 """
