@@ -320,6 +320,31 @@ def test_convolve_correlate_all_lengths(n, m):
     check(f, normal(n), normal(m), argnums=(0, 1), fresh=[(normal(n), normal(m))])
 
 
+@pytest.mark.parametrize("window,axis", [(3, None), ((2, 2), (0, 1)), (2, -1), ((3, 1), (1, 2))])
+def test_sliding_window_view(window, axis):
+    """The windows of an imported convolution or pool: a Gather of flat positions."""
+    sw = np.lib.stride_tricks.sliding_window_view
+    shape = (6,) if axis is None else (3, 4, 5)
+
+    def f(x):
+        w = sw(x, window) if axis is None else sw(x, window, axis=axis)
+        return weighted(w[..., ::2] ** 2) + weighted(np.sum(w, axis=-1))
+
+    check(f, normal(*shape), fresh=[(normal(*shape),)], uses={"Gather"})
+
+
+def test_erf_exports_as_erf():
+    """``scipy.special.erf`` is ONNX's ``Erf``; onnxruntime runs it in float32 only."""
+    special = pytest.importorskip("scipy.special", reason="erf comes from SciPy")
+    x = normal(7).astype(np.float32)
+    model = ionnx.export(lambda x: special.erf(x) * 2.0, x, gradient=False)
+    onnx.checker.check_model(model, full_check=True)
+    assert "Erf" in op_types(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = sess.run(None, {sess.get_inputs()[0].name: x})
+    np.testing.assert_allclose(got, special.erf(x) * 2.0, rtol=1e-6, atol=1e-6)
+
+
 # ---- tests of values: isnan/isinf/isfinite, any/all, argmax/argmin ---------------------------
 
 def test_isnan_isinf_isfinite():

@@ -1294,6 +1294,27 @@ OPS["numpy.tril"] = _trilu(0)
 OPS["numpy.triu"] = _trilu(1)
 
 
+@_reg("numpy.lib.stride_tricks.sliding_window_view")
+def _sliding_windows(b: _Builder, op: Op, out: str) -> None:
+    """The windows as a ``Gather`` of flat positions, computed at export (what imported
+    convolutions and pools read)."""
+    if _extra_kw(op, ("window_shape", "axis")) or len(op.args) > 3 or not isinstance(op.args[0], Var):
+        raise _Unsupported(f"{op.prim} with {_extra_kw(op, ('window_shape', 'axis'))}")
+    window, axis = _static(op, "window_shape", 1, None), _static(op, "axis", 2, None)
+    name, _, shape = b.atom(op.args[0])
+    try:
+        pos = np.lib.stride_tricks.sliding_window_view(
+            np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape), window, axis=axis)
+    except Exception as e:
+        raise _Unsupported(f"windows {window!r} on axes {axis!r}: {e}") from None
+    flat = b.node("Reshape", [name, b.ints([-1])])
+    b.node("Reshape", [b.node("Gather", [flat, b.array(np.ascontiguousarray(pos).reshape(-1))], axis=0),
+                       b.ints(_shape(op.out.type))], out=out)
+
+
+OPS["scipy.special.erf"] = _unary("Erf")  # onnxruntime has no float64 Erf kernel; float32 runs
+
+
 @_reg("numpy.convolve", "numpy.correlate")
 def _convolve(b: _Builder, op: Op, out: str) -> None:
     """``np.convolve``/``np.correlate`` of 1-D arrays: the full convolution ``f[k] = sum_j a[k-j] w[j]``
