@@ -84,8 +84,22 @@ def test_erf():
     check_node("Erf", [X])
 
 
+def test_celu_is_float32_only():
+    """Celu's schema types it float32 only (a float64 Celu model is refused as ONNX's inference
+    refuses it); its gradient: float64 values through the function of the float32 model."""
+    x = X * 3
+    model, feeds = node_model("Celu", [x.astype(np.float32)], {"alpha": 0.5})
+    fn = check_model(model, feeds, grad=False)
+    with pytest.raises(ionnx.LoadError, match="unsupported type"):
+        ionnx.load_function(node_model("Celu", [x], {"alpha": 0.5})[0])
+    g = irad.grad(lambda v: np.sum(np.sin(fn(v))))
+    g(x)
+    np.testing.assert_allclose(g(x * 0.9), irad.testing.numerical_vjp(lambda v: np.sum(np.sin(fn(v))), (x * 0.9,), 1.0)[0],
+                               rtol=1e-6, atol=1e-8)
+
+
 @pytest.mark.parametrize("op,attrs", [("HardSigmoid", {"alpha": 0.25, "beta": 0.5}), ("HardSwish", {}),
-                                      ("Softsign", {}), ("Celu", {"alpha": 0.5})])
+                                      ("Softsign", {})])
 def test_float_only_activations(op, attrs):
     """Ops whose float64 form no runtime has (onnxruntime types them float32; the reference
     evaluator works in float32): float32 against onnxruntime; float64 against onnxruntime's
@@ -604,3 +618,57 @@ def test_pad_wrap_crops_first():
 def test_topk_ranks_nan_largest():
     x = np.array([[2.0, np.nan, 3.0, 1.0]])
     check_node("TopK", [x, Const(np.array([2]))], n_out=2, grad=False)
+
+
+# ---- found in the second review ----------------------------------------------------------------
+
+def _relu_flatten(declared, tail):
+    """x (2, 6) -> Relu -> r, declared by the file as ``declared`` -> Flatten -> ``tail``."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Flatten", ["r"], ["f"], axis=1), tail]
+    g = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [2, 6])], [vi("y", TensorProto.FLOAT, None)],
+                          value_info=[vi("r", TensorProto.FLOAT, declared)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)],
+                             ir_version=8)
+
+
+@pytest.mark.parametrize("tail", [helper.make_node("Identity", ["f"], ["y"]),
+                                  helper.make_node("Normalizer", ["f"], ["y"], domain="ai.onnx.ml", norm="L2")],
+                         ids=["standard", "ml"])
+def test_declared_shapes_are_claims(tail):
+    """A file's value_info saying (3, 4) for a (2, 6) value is not believed (onnxruntime warns
+    and computes (2, 6))."""
+    model = _relu_flatten([3, 4], tail)
+    check_model(model, {"x": RNG.standard_normal((2, 6)).astype(np.float32)}, grad=False)
+
+
+def test_ill_typed_nodes_refused():
+    vi = helper.make_tensor_value_info
+    for node, init in [(helper.make_node("Add", ["x", "w"], ["y"]), numpy_helper.from_array(np.ones(3), "w")),
+                       (helper.make_node("Sqrt", ["i"], ["y"]), numpy_helper.from_array(np.ones(3, np.int64), "i"))]:
+        g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, [3])], [vi("y", TensorProto.FLOAT, None)], [init])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        with pytest.raises(ionnx.LoadError):
+            ionnx.load_function(model)
+
+
+@pytest.mark.parametrize("step", [2 ** 63 - 1, -(2 ** 63) + 1, -(2 ** 63), 2 ** 62])
+def test_slice_steps_near_the_int64_limits_refused(step):
+    """They crash ONNX's own shape inference (a segfault): refused before it runs."""
+    model, _ = node_model("Slice", [X[0], Const(np.array([0])), Const(np.array([4])), Const(np.array([0])),
+                                    Const(np.array([step]))])
+    with pytest.raises(ionnx.LoadError, match="int64 limits"):
+        ionnx.load_function(model)
+
+
+def test_slice_clamps_a_negative_step_start_to_zero():
+    x = np.arange(5.0)
+    for start, end in [(-6, -7), (-(2 ** 63), -(2 ** 63)), (-6, 0), (7, -7), (0, -(2 ** 63))]:
+        check_node("Slice", [x, Const(np.array([start])), Const(np.array([end])), Const(np.array([0])),
+                             Const(np.array([-1]))])
+
+
+@pytest.mark.parametrize("attrs", [{}, {"p": 1}, {"axis": 0}, {"axis": 1, "p": 2}])
+def test_lp_normalization(attrs):
+    check_node("LpNormalization", [X3], attrs)
+    check_node("LpNormalization", [X3.astype(np.float32)], attrs, grad=False)

@@ -37,6 +37,7 @@ REFUSED = {
     "not a real or integer tensor": "strings, bfloat16, sequences, optionals: not numpy numbers",
     "a cast to": "float8/int4 and other types numpy has no dtype for",
     "is not a tensor type": "as above",
+    "type case mismatch": "a sequence or optional where a tensor was declared (ONNX's inference)",
     "is a value reported above": "a node reading a value refused for one of the reasons above",
 }
 

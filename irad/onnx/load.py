@@ -29,8 +29,8 @@ from .ops import _Unsupported
 def _parse(model: "onnx.ModelProto | str | bytes", shapes: "dict[str, Sequence[int]] | None" = None
            ) -> onnx.ModelProto:
     """The model with functions inlined, ``shapes`` given to its dynamic inputs and shapes
-    inferred, or ``LoadError``: a file that does not parse or check is refused before any of it
-    is read."""
+    inferred, or ``LoadError``: a file that does not parse or check is refused before any of it is
+    read."""
     label = str(model) if isinstance(model, str) or hasattr(model, "__fspath__") else \
         model.graph.name if isinstance(model, onnx.ModelProto) else "<model>"
     try:
@@ -38,21 +38,45 @@ def _parse(model: "onnx.ModelProto | str | bytes", shapes: "dict[str, Sequence[i
             model = onnx.load_from_string(model)
         elif isinstance(model, str) or hasattr(model, "__fspath__"):
             model = onnx.load(model)
+        else:
+            model = _copy(model)  # the caller's model stays as it was
         if model.functions:  # rules exported as ONNX functions (``export(..., inline=False)``)
             from onnx import inliner
             model = inliner.inline_local_functions(model)
         _before_inference(model.graph)
         if shapes:
-            model = _fix_shapes(model, shapes)
+            _fix_shapes(model, shapes)
+        # The shapes a file declares for intermediate values and outputs are claims, not facts:
+        # inference computes them from the inputs' (a non-strict merge would keep a wrong claim).
+        del model.graph.value_info[:]
+        for o in model.graph.output:
+            o.type.tensor_type.ClearField("shape")
         # data_prop: shapes computed by Shape/Gather/Concat chains (exporters' reshapes) become static.
         # ONNX infers nothing (or wrongly) after most ai.onnx.ml ops, so strictness would refuse
-        # their models: ``to_source`` infers the nodes after them one by one (``_infer_node``).
-        strict = not any(nd.domain == "ai.onnx.ml" for nd in model.graph.node)
-        return onnx.shape_inference.infer_shapes(model, strict_mode=strict, data_prop=True)
+        # their models: ``to_source`` infers every other node of theirs one by one (``_infer_node``).
+        strict = not _has_ml(model.graph)
+        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=strict, data_prop=True)
     except LoadError:
         raise
     except Exception as err:  # NOTE: untrusted bytes: whatever onnx raises, the model is refused
         raise LoadError(label, [f"{type(err).__name__}: {err}"]) from err
+
+
+def _static_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...] | None:
+    tt = vi.type.tensor_type
+    if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+        return tuple(int(d.dim_value) for d in tt.shape.dim)
+    return None
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    return m
+
+
+def _has_ml(g: onnx.GraphProto) -> bool:
+    return any(node.domain == "ai.onnx.ml" for node in g.node)
 
 
 def _nodes(g: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
@@ -66,23 +90,32 @@ def _nodes(g: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
 
 def _before_inference(g: onnx.GraphProto) -> None:
     """Refuse what ONNX's own shape inference cannot be trusted with: an Einsum equation outside
-    the grammar can make it loop forever (``i-j->``)."""
+    the grammar can make it loop forever (``i-j->``), a Slice step near the int64 limits crash
+    its data propagation (a segfault, or an allocation of gigabytes)."""
     problems = []
+    tensors = {t.name: t for t in g.initializer}
+    tensors.update((node.output[0], a.t) for node in _nodes(g) if node.op_type == "Constant" and node.output
+                   for a in node.attribute if a.name == "value" and a.type == AttributeProto.TENSOR)
     for node in _nodes(g):
         if node.op_type == "Einsum":
             eq = [a.s for a in node.attribute if a.name == "equation" and a.type == AttributeProto.STRING]
             if len(eq) != 1 or not EINSUM.match(eq[0].decode("utf-8", "replace")):
                 problems.append(_problem(node, "attribute equation is not an einsum equation"))
+        if node.op_type == "Slice" and len(node.input) > 4 and node.input[4] in tensors:
+            try:
+                steps = numpy_helper.to_array(tensors[node.input[4]])
+            except Exception:  # NOTE: an unreadable tensor: reported when the node is read
+                continue
+            if steps.dtype.kind in "iu" and np.any(np.abs(steps.astype(np.float64)) >= 2.0 ** 62):
+                problems.append(_problem(node, "a step near the int64 limits"))
     if problems:
         raise LoadError(g.name, problems)
 
 
-def _fix_shapes(model: onnx.ModelProto, shapes: "dict[str, Sequence[int]]") -> onnx.ModelProto:
-    """A copy of ``model`` whose inputs named in ``shapes`` have those shapes (a dynamic
-    dimension takes any size, a static one must match)."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    by_name = {vi.name: vi for vi in m.graph.input}
+def _fix_shapes(model: onnx.ModelProto, shapes: "dict[str, Sequence[int]]") -> None:
+    """Give the inputs named in ``shapes`` those shapes (a dynamic dimension takes any size, a
+    static one must match)."""
+    by_name = {vi.name: vi for vi in model.graph.input}
     problems = [f"shapes names {k[:80]!r}, which is not an input of the model" for k in shapes if k not in by_name]
     for name, shape in shapes.items():
         if name not in by_name:
@@ -104,7 +137,6 @@ def _fix_shapes(model: onnx.ModelProto, shapes: "dict[str, Sequence[int]]") -> o
             d.dim_value = v  # clears dim_param (a oneof)
     if problems:
         raise LoadError(model.graph.name, problems)
-    return m
 
 
 def _problem(node: onnx.NodeProto, why: object) -> str:
@@ -177,8 +209,9 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants",
     lines: list[str] = []
     for vi in list(g.input) + list(g.value_info) + list(g.output):
         tt = vi.type.tensor_type
-        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
-            sizes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+        shape = _static_shape(vi)
+        if shape is not None:
+            sizes[vi.name] = shape
         try:
             dtypes[vi.name] = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
         except (KeyError, TypeError, ValueError):
@@ -236,15 +269,14 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants",
             raise KeyError(f"its input {n[:80]!r} is a value reported above")
         raise KeyError(f"no value named {n[:80]!r}")
 
-    after_ml = False  # whether a node of ai.onnx.ml came before: shapes from here are irad's own
+    per_node = _has_ml(g)  # ONNX's inference stops at ai.onnx.ml ops: infer the others one by one
     for node in g.node:
         mine: list[str] = []
         n = Node(node, ref, consts, sizes, mine, used, glob, opset, dtypes)
         try:
             if node.domain not in ("", "ai.onnx", "ai.onnx.ml"):
                 raise _Unsupported(f"an op of domain {node.domain[:40]!r}")
-            after_ml = after_ml or node.domain == "ai.onnx.ml"
-            if after_ml and node.domain != "ai.onnx.ml":
+            if per_node and node.domain != "ai.onnx.ml":
                 _infer_node(node, sizes, dtypes, consts, model.opset_import)
             if node.op_type == "Constant":
                 consts[node.output[0]] = _constant_node(node)

@@ -5,7 +5,9 @@ Each handler computes what onnxruntime, the reference implementation of the doma
 its kernels work in float32 (a float64 or integer input is cast first, or its result cast, as the
 kernel does), so the score outputs are float32 whatever the input.  Where onnxruntime's result
 contradicts the spec's (an attribute it ignores, a default it changes) the node is refused rather
-than given either meaning.  Coefficient lists enter the namespace as float32 arrays
+than given either meaning.  For input types the spec allows and onnxruntime has no kernel for
+(a float64 Binarizer, Imputer or LinearRegressor) the handler computes the spec's definition, in
+float32 where onnxruntime's float32 kernel does (LinearRegressor), else in the input's type.  Coefficient lists enter the namespace as float32 arrays
 (``Node.constant``); only ints, finite floats and tuples of ints computed from checked attributes
 and static shapes are spelled into the source.
 """
@@ -168,7 +170,7 @@ def _linear_classifier(n: Node) -> list[str]:
 @on("LinearRegressor", table=ML_NODES)
 def _linear_regressor(n: Node) -> str:
     """``X @ W.T + b``, (N, targets), in float32 (onnxruntime's kernel is float32 only; a float64
-    input is cast, the output type being float32).  ``post_transform`` as for the classifier,
+    input, which it has no kernel for, is cast, the spec's output type being float32).  ``post_transform`` as for the classifier,
     which onnxruntime applies to one target only for PROBIT: others are refused there."""
     targets = n.attr_int("targets", 1)
     how = n.attr_str("post_transform", "NONE", _TRANSFORMS)

@@ -37,10 +37,12 @@ def _slices(starts: Any, ends: Any, axes: Any, steps: Any, shape: tuple[int, ...
         if not -rank <= ax < rank or st == 0 or parts[int(ax) % rank] != ":":
             raise _Unsupported(f"a slice of axis {ax} (repeated?) with step {st} of a rank-{rank} tensor")
         dim = shape[ax]
-        lo, hi = (0, dim) if st > 0 else (-1, dim - 1)
-        s0, s1 = (min(max(v + dim if v < 0 else v, lo), hi) for v in (s0, s1))
-        stop = "" if s1 < 0 else s1  # -1 with a negative step: through index 0
-        parts[int(ax) % rank] = "0:0" if s0 < 0 else f"{s0}:{stop}:{int(st)}"  # -1: before index 0, empty
+        if dim == 0:
+            continue
+        # the spec's clamps: start to [0, dim] (step > 0) or [0, dim - 1], end to [0, dim] or [-1, dim - 1]
+        s0 = min(max(s0 + dim if s0 < 0 else s0, 0), dim if st > 0 else dim - 1)
+        s1 = min(max(s1 + dim if s1 < 0 else s1, 0 if st > 0 else -1), dim if st > 0 else dim - 1)
+        parts[int(ax) % rank] = f"{s0}:{'' if s1 < 0 else s1}:{int(st)}"  # -1: through index 0
     return ", ".join(parts) + ("," if rank == 1 else "")
 
 
@@ -127,7 +129,21 @@ def _gather_elements(n: Node) -> str:
 @on("Reshape")
 def _reshape(n: Node) -> str:
     n.attr_flag("allowzero", 0)  # the static output shape already says what it did
+    # (an input of unknown shape, a mask's count, is checked when the model runs: numpy refuses)
+    if n.ins[0] in n._shapes and math.prod(n.shape()) != math.prod(n.out_shape()):
+        raise _Unsupported(f"a reshape of {n.shape()} into {n.out_shape()}")
     return f"np.reshape({n.x()}, {n.out_shape()})"
+
+
+@on("LpNormalization")
+def _lp_normalization(n: Node) -> str:
+    x, ax = n.x(), n.axis(-1)
+    p = n.attr_int("p", 2)
+    if p not in (1, 2):
+        raise _Unsupported(f"attribute p = {p}")
+    norm = f"np.sum(np.abs({x}), axis={ax}, keepdims=True)" if p == 1 else \
+        f"np.sqrt(np.sum({x} * {x}, axis={ax}, keepdims=True))"
+    return f"{x} / {norm}"
 
 
 @on("Cast")
