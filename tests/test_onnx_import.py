@@ -452,16 +452,20 @@ def test_params_must_be_named():
         ionnx.load_function(model, params="weights")
 
 
-def test_a_huge_constant_is_not_built_at_load_time():
-    """Folding needs the inferred sizes first: a file asking for a 10^12-element constant loads
-    (the allocation would happen when the model runs, as in any runtime), without allocating."""
+def _huge_constant():
+    """``x + sum(zeros((10^6, 10^6)))``: a 10^12-element constant a file asks for."""
     vi = helper.make_tensor_value_info
     nodes = [helper.make_node("ConstantOfShape", ["shape"], ["big"]),
              helper.make_node("ReduceSum", ["big"], ["s"], keepdims=0),
              helper.make_node("Add", ["x", "s"], ["y"])]
-    model = _graph(nodes, [vi("x", TensorProto.FLOAT, [])], [vi("y", TensorProto.FLOAT, None)],
-                   [numpy_helper.from_array(np.array([10 ** 6, 10 ** 6], dtype=np.int64), "shape")])
-    fn = ionnx.load_function(model)
+    return _graph(nodes, [vi("x", TensorProto.FLOAT, [])], [vi("y", TensorProto.FLOAT, None)],
+                  [numpy_helper.from_array(np.array([10 ** 6, 10 ** 6], dtype=np.int64), "shape")])
+
+
+def test_a_huge_constant_is_not_built_at_load_time():
+    """Folding needs the inferred sizes first: a file asking for a 10^12-element constant loads
+    (the allocation would happen when the model runs, as in any runtime), without allocating."""
+    fn = ionnx.load_function(_huge_constant())
     assert "np.full((1000000, 1000000)" in fn.__irad_source__
 
 
@@ -549,14 +553,8 @@ def test_superlinear_constant_nodes_are_not_computed_at_load_time():
 
 
 def test_load_refuses_to_trace_a_huge_value():
-    vi = helper.make_tensor_value_info
-    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["big"]),
-             helper.make_node("ReduceSum", ["big"], ["s"], keepdims=0),
-             helper.make_node("Add", ["x", "s"], ["y"])]
-    model = _graph(nodes, [vi("x", TensorProto.FLOAT, [])], [vi("y", TensorProto.FLOAT, None)],
-                   [numpy_helper.from_array(np.array([10 ** 6, 10 ** 6], dtype=np.int64), "shape")])
     with pytest.raises(ionnx.LoadError, match="load_function"):
-        ionnx.load(model)
+        ionnx.load(_huge_constant())
 
 
 def test_external_data_is_not_read_from_a_model_object(tmp_path, monkeypatch):
