@@ -670,3 +670,14 @@ def test_slice_clamps_a_negative_step_start_to_zero():
 def test_lp_normalization(attrs):
     check_node("LpNormalization", [X3], attrs)
     check_node("LpNormalization", [X3.astype(np.float32)], attrs, grad=False)
+
+
+def test_einsum_grammar_check_is_linear():
+    """A long equation that fails late is refused at once (no regex backtracking blow-up)."""
+    import time
+    eq = "a" + ", " * 5000 + " !"
+    t = time.perf_counter()
+    model, _ = node_model("Einsum", [X[0]], {"equation": eq})
+    with pytest.raises(ionnx.LoadError, match="not an einsum equation"):
+        ionnx.load_function(model)
+    assert time.perf_counter() - t < 5.0

@@ -24,8 +24,10 @@ _NP_UNARY = {"Neg": "np.negative", "Abs": "np.abs", "Tanh": "np.tanh", "Exp": "n
              "Round": "np.round"}
 _REDUCE = {"ReduceSum": "np.sum", "ReduceMean": "np.mean", "ReduceMax": "np.max", "ReduceMin": "np.min",
            "ReduceProd": "np.prod"}
-_TERM = r" *(?:[A-Za-z]|\.\.\.)* *"
-EINSUM = re.compile(rf"{_TERM}(?:,{_TERM})*(?:->{_TERM})?\Z")  # an einsum equation, nothing else
+# an einsum equation, nothing else; possessive quantifiers (Python 3.11+): no backtracking, so a
+# long equation failing late is refused in linear time
+_TERM = r"(?:[A-Za-z]|\.\.\.)*+"
+EINSUM = re.compile(rf" *+{_TERM}(?: *+, *+{_TERM})*+(?: *+-> *+{_TERM})? *+\Z")
 
 
 def _slices(starts: Any, ends: Any, axes: Any, steps: Any, shape: tuple[int, ...]) -> str:
