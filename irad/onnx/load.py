@@ -371,8 +371,9 @@ def load_function(model: "onnx.ModelProto | str", params: str = "constants",
                   shapes: "dict[str, Sequence[int]] | None" = None) -> Callable[..., Any]:
     """A plain numpy function computing an ONNX model, differentiable with ``irad.grad`` like any
     other numpy code.  ``params="inputs"``: its last argument is a dict of the model's float
-    initializers (their values from the file in ``fn.params``), so ``irad.grad(fn, argnums=-1)``
-    differentiates the weights.  ``shapes={"x": (32, 4)}`` fixes inputs of dynamic shape.
+    initializers (their values from the file in ``fn.params``), so ``irad.grad`` of a scalar loss
+    of ``fn(x, params)`` with respect to ``params`` differentiates the weights.
+    ``shapes={"x": (32, 4)}`` fixes inputs of dynamic shape.
     ``fn.__irad_source__`` is its source."""
     return _function(to_source(model, params, shapes), params)
 
