@@ -277,7 +277,7 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants",
             if node.domain not in ("", "ai.onnx", "ai.onnx.ml"):
                 raise _Unsupported(f"an op of domain {node.domain[:40]!r}")
             if per_node and node.domain != "ai.onnx.ml":
-                _infer_node(node, sizes, dtypes, consts, model.opset_import)
+                _infer_node(node, sizes, dtypes, consts, opset, model.opset_import)
             if node.op_type == "Constant":
                 consts[node.output[0]] = _constant_node(node)
                 continue
@@ -330,12 +330,11 @@ def _cheap(node: onnx.NodeProto, outs: list[str], sizes: dict[str, tuple[int, ..
 
 
 def _infer_node(node: onnx.NodeProto, sizes: dict[str, tuple[int, ...]], dtypes: dict[str, np.dtype],
-                consts: dict[str, np.ndarray], opsets: Any) -> None:
+                consts: dict[str, np.ndarray], opset: int, opsets: Any) -> None:
     """The static shapes and types of one node's outputs, from those of its inputs as irad knows
     them (ONNX's whole-model inference does not see through ai.onnx.ml ops)."""
     try:
-        version = next((o.version for o in opsets if o.domain in ("", "ai.onnx")), 1)
-        schema = onnx.defs.get_schema(node.op_type, max_inclusive_version=version, domain="")
+        schema = onnx.defs.get_schema(node.op_type, max_inclusive_version=opset, domain="")
         types = {i: helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(dtypes[i]), sizes.get(i))
                  for i in node.input if i and i in dtypes}
         data = {i: numpy_helper.from_array(consts[i], i) for i in node.input if i in consts}
