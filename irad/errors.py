@@ -68,3 +68,15 @@ class ConfigError(IradError, ValueError):
 
 class GraphvizError(IradError):
     """A graph picture needs Graphviz's ``dot`` program, which is not installed (or failed)."""
+
+
+class RowsError(IradError, ValueError):
+    """``irad.dask``: a loss that is not a sum (or mean) of per-row terms over its data arguments,
+    so summing it chunk by chunk would not give its value on the whole data; the message names the
+    op and the user's line that mix rows."""
+
+
+class NamespaceError(IradError, TypeError):
+    """``irad.compile(..., xp=namespace)``: the program calls something the array API standard
+    has no form of (a numpy-only function, a rule implemented in numpy); the message names the
+    call and the user's line."""
