@@ -278,9 +278,14 @@ def _refuse_objects(fname: str, a: int, tree: TreeDef, leaves: list[Any], any_fl
 
 def compile(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
             passes: Sequence[Callable[[Graph], Graph]] | None = None, holomorphic: bool = False,
-            **kwargs: Any) -> Program:
-    """Trace ``f`` at ``args``, differentiate, optimise and lower it: ``prog(*args) -> (value, grad)``."""
+            xp: Any = None, **kwargs: Any) -> Any:
+    """Trace ``f`` at ``args``, differentiate, optimise and lower it: ``prog(*args) -> (value, grad)``.
+    ``xp``: an array-API namespace (CuPy, ``array_api_strict``) the program runs on instead of
+    numpy (``irad.arrayapi``)."""
     nums = _argnums(argnums, len(args))
+    if xp is not None:
+        from .arrayapi import compile_xp
+        return compile_xp(f, args, kwargs, argnums, passes, holomorphic, xp)
     g, tracer, _ = trace_values(f, args, kwargs, deep=frozenset(nums))
     # NOTE: the key after the trace, which may register rules (a lazy SciPy table)
     key, _ = call_key(args, kwargs, frozenset(nums))

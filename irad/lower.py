@@ -331,6 +331,10 @@ class _Emitter:
                 return f"{x}.swapaxes({rest[0]}, {rest[1]})"
         return None
 
+    def copied(self, text: str) -> str:
+        """A copy of the array ``text`` names (a constant the caller may mutate)."""
+        return f"{text}.copy()"
+
     # ---- statements -----------------------------------------------------------------------
 
     def op(self, op: Op) -> list[str]:
@@ -467,11 +471,13 @@ def _hashable(x: Any) -> bool:
         return False
 
 
-def lower(g: Graph, name: str | None = None, *, docstring: str = "") -> Lowered:
+def lower(g: Graph, name: str | None = None, *, docstring: str = "",
+          emitter: Callable[[Graph, list[str]], _Emitter] = _Emitter) -> Lowered:
     """Compile ``g`` to a Python function ``name(*inputs) -> tuple(outputs)``.  ``docstring``
-    becomes the function's ``__doc__`` as a value: it is never part of the source."""
+    becomes the function's ``__doc__`` as a value: it is never part of the source.  ``emitter``:
+    how ops are spelled (``irad.arrayapi`` spells them for another array namespace)."""
     guard_names: list[str] = []
-    e = _Emitter(g, guard_names)
+    e = emitter(g, guard_names)
     name = e.fresh(name or g.name)
     params = [e.var(v) for v in g.inputs]
 
@@ -508,7 +514,7 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "") -> Lowered:
         if dead:
             body.append("del " + ", ".join(e.var(v) for v in dead))
     # NOTE: a constant array returned to the caller is copied: the caller may mutate it
-    outs = [e.arg(o) + (".copy()" if isinstance(o, Const) and isinstance(o.value, np.ndarray) else "")
+    outs = [e.copied(e.arg(o)) if isinstance(o, Const) and isinstance(o.value, np.ndarray) else e.arg(o)
             for o in g.outputs]
     body.append("return " + (", ".join(outs) + ("," if len(outs) == 1 else "") if outs else "()"))
     src = f"def {name}({', '.join(params)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
