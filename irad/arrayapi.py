@@ -585,11 +585,12 @@ class XpEmitter(_Emitter):
         f = op.fn
         kws = [(k, v) for k, v in op.kwargs if not k.startswith("_")]
         self.prec = _ATOM
+        if op.prim in ("operator.matmul", "numpy.matmul") and not kws and len(args) == 2 and \
+                self._ndim(args[0]) >= 1 and self._ndim(args[1]) >= 1:
+            return self._infix("@", args[0], args[1])
         entry = TABLE.get(op.prim)
         if entry is not None:
             return self._entry(op, entry, args, kws)
-        if op.prim in ("operator.matmul",) and not kws:
-            return self._infix("@", args[0], args[1])
         if not kws and _hashable(f):
             if f in _INFIX and len(args) == 2:
                 return self._infix(_INFIX[f], args[0], args[1])
@@ -935,7 +936,7 @@ class XpProgram:
         prog, fn, _ = hit
         asarray = self.ns.asarray
         ins = leaves if prog.dyn_pos is None else [leaves[i] for i in prog.dyn_pos]
-        ins = [asarray(x) if type(x) is np.ndarray else x for x in ins]
+        ins = [asarray(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in ins]
         return prog.unpack(fn(*ins))
 
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any], key: Any) -> tuple[Any, Callable[..., Any], str]:

@@ -29,7 +29,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 # a python block, then optionally (after at most one blank line) the text block that shows its output
 BLOCK = re.compile(r"```python\n(?P<code>.*?)```\n(?:(?P<gap>\n?)```text\n(?P<text>.*?)```\n)?", re.S)
 SKIP = "# not run"
-NEEDS = {"onnx_import.md": ("onnx", "onnxruntime", "scipy")}  # docs of optional extras (pip install irad[onnx])
+# docs of optional extras (pip install irad[onnx], irad[arrays], irad[dask])
+NEEDS = {"onnx_import.md": ("onnx", "onnxruntime", "scipy"), "arrays.md": ("array_api_strict",)}
 
 
 def run_doc(path: Path) -> list[tuple[re.Match[str], str]]:
