@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import GuardError, NamespaceError
 from .ir import ArrayT, Const, Graph, Op, ScalarT, Var
-from .lower import _INFIX, _PREFIX, _UNARY, _ATOM, _Emitter, _hashable
+from .lower import _ATOM, _INFIX, _PREC, _PREFIX, _UNARY, _Emitter, _hashable
 
 # ---- the numpy calls the standard covers ---------------------------------------------------
 
@@ -103,8 +103,6 @@ def _table() -> dict[str, Entry]:
         t[prefix + "argsort"] = Entry("argsort", 1, ("axis", "kind"), refuse=("order",))
     for n in ("amax", "amin"):
         t[f"numpy.{n}"] = Entry(n[1:], 1, ("axis", "out", "keepdims"))
-    t["numpy.amax"], t["numpy.amin"] = Entry("max", 1, ("axis", "out", "keepdims")), \
-        Entry("min", 1, ("axis", "out", "keepdims"))
     t["numpy.ndarray.flatten"] = Entry("ravel", 1, ())
     t["numpy.ndarray.astype"] = Entry("astype", 1, ("dtype",), refuse=("order", "casting", "subok"))
     t["numpy.ndarray.fill"] = Entry("full_like", 1, ("fill_value",))
@@ -571,7 +569,8 @@ class XpEmitter(_Emitter):
         if op.prim in ("rule_fwd", "pullback", "call_pullback"):
             rule = op.kw("_rule")
             raise _refuse(op, f"the rule {getattr(rule, 'name', '?')}, implemented with numpy",
-                          "compile with the default passes (they inline rule bodies), or without xp=")
+                          "its body stays one numpy call (the default passes inline the rules they can); "
+                          "compile without xp= to run this program on numpy")
         if op.prim == "irad.ops.guard_shape":
             k = len(self.guard_names)
             self.guard_names.append(f"{op.loc.long if op.loc else '?'}")
@@ -599,7 +598,9 @@ class XpEmitter(_Emitter):
                 return f"{_PREFIX[f]}{self.operand(args[0], _UNARY)}"
             if f is operator.getitem and len(args) == 2:
                 return self._getitem(op, args[0], args[1])
-        if op.prim.startswith(_PASS_THROUGH) and not any(self._is_array(a) for a in args if op.prim.startswith("math.")):
+        if op.prim.startswith(_PASS_THROUGH):
+            if op.prim.startswith(("math.", "cmath.")) and any(self._is_array(a) for a in args):
+                raise _refuse(op, "a math function of an array")
             return super().call(op, args)
         raise _refuse(op, "a numpy-only call" if op.prim.startswith("numpy") else "a call irad cannot spell")
 
@@ -777,18 +778,20 @@ class XpEmitter(_Emitter):
         return out
 
     def _infix(self, sym: str, a: Any, b: Any) -> str:
+        """``a sym b``, each operand cast where numpy promotes across kinds (``_cast``), with the
+        parentheses of lowering's own ``_infix`` (a cast is a call: it binds as an atom)."""
         op = self.current
-        if op is not None and sym not in ("@",):
-            ta, tb = self._cast(op, (a, b))
-            if ta != self.arg(a) or tb != self.arg(b):
-                p = self.prec = {"<": 6, "<=": 6, "==": 6, "!=": 6, ">": 6, ">=": 6}.get(sym, 12 if sym in "*/%" or
-                                                                                    sym == "//" else 11)
-                if sym == "**":
-                    p = self.prec = 14
-                left = ta if ta.startswith("xp.astype(") else self.operand(a, p + 1 if p in (6, 14) else p)
-                right = tb if tb.startswith("xp.astype(") else self.operand(b, p + 1)
-                return f"{left} {sym} {right}"
-        return super()._infix(sym, a, b)
+        if op is None or sym == "@":
+            return super()._infix(sym, a, b)
+        ta, tb = self._cast(op, (a, b))
+        cast_a, cast_b = ta != self.arg(a), tb != self.arg(b)  # (a cast is a call: it binds as an atom)
+        if not (cast_a or cast_b):
+            return super()._infix(sym, a, b)
+        p = self.prec = _PREC[sym]
+        need_l, need_r = (p + 1, _UNARY) if sym == "**" else (p + 1, p + 1) if p == 6 else (p, p + 1)
+        left = ta if cast_a else self.operand(a, need_l)
+        right = tb if cast_b else self.operand(b, need_r)
+        return f"{left} {sym} {right}"
 
     # -- indexing --
     def _getitem(self, op: Op, x: Any, idx: Any) -> str:

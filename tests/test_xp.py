@@ -247,3 +247,27 @@ def test_numpy_itself_as_the_namespace():
     prog(w, X, y)
     w2, X2, y2 = data(seed=5)
     assert_same(prog(w2, X2, y2), irad.value_and_grad(loss)(w2, X2, y2))
+
+
+def int_weights(x, k):
+    return np.sum((k * x) ** 2) + np.sum(x / (k + 1)) - np.sum(x * (x > 0)) + np.sum(k / 2 * x)
+
+
+def mixed_kinds(x, k):
+    n = np.sum(x > 0.1)  # a count: numpy sums booleans as integers
+    return np.sum(np.where(k > 1, x, -x) * n) + np.mean(k) * np.sum(x ** 3)
+
+
+@pytest.mark.parametrize("f", [int_weights, mixed_kinds])
+def test_promotion_across_kinds_as_numpy(f):
+    """numpy promotes int, bool and float arrays together; the standard does not, so the program
+    casts (and the casts' parentheses keep each expression's meaning)."""
+    r = np.random.default_rng(0)
+    x, k = r.standard_normal(6), r.integers(0, 4, 6)
+    prog = irad.compile(f, xp.asarray(x), xp.asarray(k), xp=xp)
+    assert "xp.astype(" in prog.source
+    prog(xp.asarray(x), xp.asarray(k))
+    x2 = r.standard_normal(6)
+    v, g = to_np(prog(xp.asarray(x2), xp.asarray(k)))
+    np.testing.assert_allclose(v, f(x2, k), rtol=1e-12)
+    np.testing.assert_allclose(g, numerical_vjp(f, (x2, k), 1.0)[0], rtol=1e-6, atol=1e-8)
