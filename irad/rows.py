@@ -1,0 +1,1006 @@
+"""Is a traced loss a sum (or a mean) of per-row terms?  A static check for ``irad.dask``.
+
+``irad.dask`` evaluates a loss on chunks of its data arguments (contiguous blocks of rows: the
+leading axis) and combines the chunks' values.  That gives the loss on the whole data only when
+the loss is *decomposable over rows*:
+
+- ``reduce="sum"``: ``total = sum_c loss(chunk_c)``, right iff ``loss(chunk) = a * sum_i r(row_i)``:
+  additive over any partition of the rows, with no term that does not depend on the data (a
+  regulariser ``0.01 * np.sum(w**2)`` would be counted once per chunk).
+- ``reduce="mean"``: ``total = sum_c (n_c / N) * loss(chunk_c)``, right iff
+  ``loss(chunk) = (1/n) * a * sum_i r(row_i) + C(params)``, ``n`` the chunk's row count.
+
+``check_rows`` proves one of these forms by abstract interpretation of the forward graph: each
+value gets a *form* (``Fixed``: independent of the data; ``Rows``: row ``i`` depends only on row
+``i`` of the data; ``Red``: a linear combination of sums over rows; ``Bad``: none of these) and
+each op a rule; whatever a rule cannot prove is ``Bad``, an error only if it reaches the output.
+
+The row count enters a loss through ``len(X)``, ``X.shape[0]`` or ``np.mean``.  The tracer folds
+``len(X)`` to a Python constant (``operator.truediv(%19, 10)``), so a constant equal to ``k*n`` or
+``1/(k*n)`` (``k`` in ``_MULTIPLES``, ``n`` the traced row count) that multiplies or divides a
+value computed from the data counts as ``n`` (or ``1/n``): ``np.sum(r) / len(X)`` is a mean,
+``np.sum(r) / (2*len(X))`` half of one.  A divisor equal to ``k*n`` of a data-independent value
+counts too: ``np.sum(w**2) / len(X)`` is not a constant of the parameters, since each chunk
+divides by its own row count.  The forms track these powers of ``n`` (``exps``) so that a mean
+is told from a sum.
+
+Known limits (conservative, or documented guesses):
+
+- a hard-coded constant that happens to equal ``k*n`` or ``1/(k*n)`` is taken for the row count
+  (the check then refuses the loss, or takes a sum divided by 10 over 10 rows for a mean); one
+  derived from ``len(X)`` in another way (``np.sqrt(len(X))``, ``len(X) - 1``, ``lam / len(X)``
+  folded into one constant) is taken for a plain constant; ``np.arange(len(X))`` as an index is
+  recognised by its value;
+- with ``n == 1`` powers of ``n`` cannot be told apart: sum and mean are both accepted;
+- a constant computed in the graph (from parameters) that has ``n`` entries along the row axis is
+  taken to differ from row to row; ``np.einsum``, ``np.linalg`` on rows, in-place updates of data
+  and all ops without a rule here are refused.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, Union
+
+import numpy as np
+
+from .errors import RowsError
+from .ir import GUARD_PRIMS, ArrayT, Const, Graph, Op, Var
+
+# ---- forms ----------------------------------------------------------------------------------
+
+#: powers k of the row count n a value is scaled by (n**k)
+ZERO: frozenset[int] = frozenset({0})
+NONE: frozenset[int] = frozenset()
+
+#: a constant equal to k*n or 1/(k*n) for these k counts as n (or 1/n)
+_MULTIPLES = (1, 2)
+
+_HINT = ("write the loss as a sum (or a mean) of per-row terms, or compute what needs all the rows "
+         "outside the chunked loss and pass it in as a parameter")
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Independent of the data (parameters, constants), scaled by ``n**k`` for ``k`` in ``exps``."""
+
+    exps: frozenset[int] = ZERO
+
+
+@dataclass(frozen=True)
+class Rows:
+    """An array whose axis ``ax`` (negative: counted from the end, as broadcasting aligns) has one
+    entry per row, each depending only on that row of the data; scaled by ``n**k``, ``k`` in ``exps``."""
+
+    ax: int
+    exps: frozenset[int] = ZERO
+
+
+@dataclass(frozen=True, eq=False)
+class Red:
+    """A linear combination of sums over rows, scaled by ``n**k`` (``k`` in ``exps``), plus a
+    data-independent part scaled by ``n**k`` for ``k`` in ``const_exps`` (empty: no such part),
+    first added by ``const_op``."""
+
+    exps: frozenset[int]
+    const_exps: frozenset[int] = NONE
+    const_op: Op | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Bad:
+    """Not decomposable: why, the op that made it so, and what the user can do."""
+
+    reason: str
+    op: Op | None
+    hint: str = _HINT
+
+
+Form = Union[Fixed, Rows, Red, Bad]
+CONST = Fixed()
+
+
+def _plus(a: frozenset[int], b: frozenset[int]) -> frozenset[int]:
+    """Exponents of a product: every sum of one from each."""
+    return frozenset(x + y for x in a for y in b)
+
+
+def _neg(a: frozenset[int]) -> frozenset[int]:
+    return frozenset(-x for x in a)
+
+
+def _shift(f: Form, e: frozenset[int]) -> Form:
+    """``f`` multiplied by a data-independent factor scaled by ``n**k``, ``k`` in ``e``."""
+    if isinstance(f, Fixed):
+        return Fixed(_plus(f.exps, e))
+    if isinstance(f, Rows):
+        return Rows(f.ax, _plus(f.exps, e))
+    if isinstance(f, Red):
+        return Red(_plus(f.exps, e), _plus(f.const_exps, e), f.const_op)
+    return f
+
+
+# ---- entry point ----------------------------------------------------------------------------
+
+
+def check_rows(g: Graph, data: Sequence[int], reduce: str, fname: str = "loss") -> int:
+    """Raise irad.errors.RowsError unless g's one output is decomposable over the rows of the
+    positional arguments `data`; return n, the row count (shape[0]) those arguments share."""
+    if reduce not in ("sum", "mean"):
+        raise RowsError(f"{fname}: reduce must be 'sum' or 'mean', got {reduce!r}")
+    inputs = _data_inputs(g, data, fname)
+    n = _row_count(inputs, fname)
+    an = _Analysis(n, fname)
+    for v in inputs:
+        an.forms[v.id] = Rows(-len(v.type.shape))
+    for op in g.ops:
+        an.step(op)
+    _check_output(an, g, reduce)
+    return n
+
+
+def _data_inputs(g: Graph, data: Sequence[int], fname: str) -> list[Var]:
+    """The graph inputs that come from the positional arguments ``data`` (as ``irad.api``
+    maps argnums to inputs: the leaves of ``(args, kwargs)`` less the static ones)."""
+    if not data:
+        raise RowsError(f"{fname}: no data arguments given; say which positional arguments hold the rows")
+    if g.in_tree is None:  # a graph made by hand: one input per positional argument
+        trees_leaves = [1] * len(g.inputs)
+        leaf_to_input = {i: i for i in range(len(g.inputs))}
+    else:
+        statics = {i for i, _ in g.statics}
+        leaf_to_input = {}
+        for i in range(g.in_tree.num_leaves):
+            if i not in statics:
+                leaf_to_input[i] = len(leaf_to_input)
+        trees_leaves = [t.num_leaves for t in g.in_tree.children[0].children]
+    starts = [0]
+    for k in trees_leaves:
+        starts.append(starts[-1] + k)
+    found: list[Var] = []
+    for a in data:
+        if not 0 <= a < len(trees_leaves):
+            raise RowsError(f"{fname}: data argument {a} is not one of its {len(trees_leaves)} positional arguments")
+        mine = [g.inputs[leaf_to_input[j]] for j in range(starts[a], starts[a + 1]) if j in leaf_to_input]
+        if not mine:
+            raise RowsError(f"{fname}: data argument {a} holds no array; its rows cannot be split into chunks")
+        found.extend(mine)
+    return found
+
+
+def _row_count(inputs: list[Var], fname: str) -> int:
+    """The ``shape[0]`` every data input shares."""
+    sizes = []
+    for v in inputs:
+        t = v.type
+        if not isinstance(t, ArrayT) or not t.shape:
+            raise RowsError(f"{fname}: data argument {v.hint or v} is {t}, not an array with rows "
+                            "(a leading axis); pass arrays of one row per example")
+        sizes.append(t.shape[0])
+    if len(set(sizes)) > 1:
+        desc = ", ".join(f"{v.hint or v}: {s}" for v, s in zip(inputs, sizes))
+        raise RowsError(f"{fname}: the data arguments have different numbers of rows ({desc}); "
+                        "every data argument must have one row per example")
+    return sizes[0]
+
+
+# ---- the analysis ---------------------------------------------------------------------------
+
+
+class _Analysis:
+    """The forms of the graph's Vars, computed op by op."""
+
+    def __init__(self, n: int, fname: str) -> None:
+        self.n, self.fname = n, fname
+        self.forms: dict[int, Form] = {}
+        self.producer: dict[int, Op] = {}
+
+    def form(self, a: Any) -> Form:
+        return self.forms.get(a.id, CONST) if isinstance(a, Var) else CONST
+
+    def step(self, op: Op) -> None:
+        ins = [self.form(v) for v in _op_vars(op)]
+        if op.prim in GUARD_PRIMS:
+            if any(f != CONST for f in ins):
+                raise self.error(op, f"{op.prim} branches on a value computed from the data",
+                                 "the branch taken on all the data may differ from the one taken on a "
+                                 "chunk; compute the condition outside the loss, or use np.where")
+            return
+        if not op.outs:
+            return
+        out: Form | list[Form]
+        bad = next((f for f in ins if isinstance(f, Bad)), None)
+        if bad is not None:
+            out = bad
+        elif all(f == CONST for f in ins) and op.prim not in _ARITH:
+            out = CONST
+        else:
+            out = self.apply(op)
+        for i, o in enumerate(op.outs):
+            self.forms[o.id] = out[i] if isinstance(out, list) else out
+            self.producer[o.id] = op
+
+    def apply(self, op: Op) -> Form | list[Form]:
+        """The form of ``op``'s result by its rule; an op the rules do not understand is ``Bad``."""
+        rule = _rule(op)
+        if rule is not None:
+            try:
+                return rule(self, op)
+            except (TypeError, ValueError, IndexError, AttributeError, AssertionError):
+                pass  # (arguments of a shape no rule expects: conservative, as for an unknown op)
+        return Bad(f"irad cannot tell whether {op.prim} keeps rows apart", op)
+
+    def error(self, op: Op | None, reason: str, hint: str = _HINT) -> RowsError:
+        where = f"\n  at {op.loc}" if op is not None and op.loc is not None else ""
+        return RowsError(f"{self.fname} cannot be evaluated chunk by chunk of rows: {reason}{where}\n  {hint}")
+
+    def fits(self, v: Any, ax: int) -> bool:
+        """Does ``v`` have an axis ``ax`` (from the end) of length ``n``?"""
+        shape = _shape(v)
+        return len(shape) >= -ax > 0 and shape[ax] == self.n
+
+    def rows(self, op: Op, ax: int, exps: frozenset[int]) -> Form:
+        """``Rows(ax, exps)`` for every out of ``op``, if each has ``n`` entries on that axis."""
+        if all(self.fits(o, ax) for o in op.outs):
+            return Rows(ax, exps)
+        return Bad(f"irad cannot tell where the rows of {op.prim}'s result are", op)
+
+    def uniform(self, a: Any, axis: int) -> bool:
+        """Can ``a`` (a data-independent operand) broadcast along the row axis at ``axis`` without
+        weighting rows by their position in the chunk: length 1 there, or all entries equal?"""
+        shape = _shape(a)
+        if len(shape) < -axis or shape[axis] == 1:
+            return True
+        if isinstance(a, Const):
+            v = np.asarray(a.value)
+            return bool(np.all(v == np.take(v, [0], axis=axis)))
+        return False
+
+
+def _n_power(v: Any, n: int) -> int:
+    """+1 if ``v`` is ``k*n``, -1 if it is ``1/(k*n)``, else 0 (``k`` in ``_MULTIPLES``)."""
+    if n < 2 or isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        return 0
+    x = float(v)
+    for k in _MULTIPLES:
+        if x == k * n:
+            return 1
+        if math.isclose(x * k * n, 1.0, rel_tol=1e-12):
+            return -1
+    return 0
+
+
+def _op_vars(op: Op) -> list[Var]:
+    """The Vars an op reads, leaving out its attributes (keywords starting with ``_``)."""
+    found: list[Var] = []
+    _collect(op.args, found)
+    _collect(tuple(v for k, v in op.kwargs if not k.startswith("_")), found)
+    return found
+
+
+def _collect(a: Any, found: list[Var]) -> None:
+    if isinstance(a, Var):
+        found.append(a)
+    elif isinstance(a, (tuple, list)):
+        for x in a:
+            _collect(x, found)
+    elif isinstance(a, dict):
+        for x in a.values():
+            _collect(x, found)
+
+
+def _shape(a: Any) -> tuple[int, ...]:
+    t = getattr(a, "type", None)
+    if isinstance(t, ArrayT):
+        return t.shape
+    if isinstance(a, Const) and isinstance(a.value, np.ndarray):
+        return a.value.shape
+    return ()
+
+
+def _value(a: Any) -> Any:
+    """A Const's value (nested structures of atoms too)."""
+    if isinstance(a, Const):
+        return a.value
+    if type(a) in (tuple, list):
+        return type(a)(_value(x) for x in a)
+    return a
+
+
+def _kwargs(op: Op) -> dict[str, Any]:
+    return {k: v for k, v in op.kwargs if not k.startswith("_")}
+
+
+def _arg(op: Op, name: str, pos: int, default: Any) -> Any:
+    """An argument given by keyword or at position ``pos`` (an atom), else ``default``."""
+    kw = _kwargs(op)
+    if name in kw:
+        return kw[name]
+    return op.args[pos] if len(op.args) > pos else default
+
+
+def _mixes(forms: Sequence[Form], op: Op) -> Bad | None:
+    """A per-row value combined with a sum over rows (``X - X.mean(0)``)."""
+    if any(isinstance(f, Rows) for f in forms) and any(isinstance(f, Red) for f in forms):
+        return Bad(f"{op.prim} combines a per-row value with a sum (or mean) over the rows of the chunk, "
+                   "which differs from chunk to chunk", op,
+                   "compute the statistic over all the data outside the loss and pass it in as a parameter")
+    return None
+
+
+def _nonlinear_red(op: Op) -> Bad:
+    return Bad(f"{op.prim} is a non-linear function of a sum over rows", op,
+               "only sums of per-row terms (times constants) add up over chunks; "
+               "compute it outside the chunked loss")
+
+
+def _nonlinear_n(op: Op) -> Bad:
+    return Bad(f"{op.prim} is a non-linear function of a value scaled by the row count (len of the data)", op)
+
+
+# ---- elementwise ops ------------------------------------------------------------------------
+
+_ARITH = {
+    "operator.add": "add", "operator.sub": "add", "operator.neg": "neg", "operator.pos": "neg",
+    "operator.mul": "mul", "operator.truediv": "div", "operator.pow": "pow",
+    "numpy.add": "add", "numpy.subtract": "add", "numpy.negative": "neg", "numpy.positive": "neg",
+    "numpy.multiply": "mul", "numpy.divide": "div", "numpy.true_divide": "div", "numpy.power": "pow",
+}
+
+_ELEMENTWISE = frozenset({
+    "operator.floordiv", "operator.mod", "operator.abs", "operator.eq", "operator.ne", "operator.lt",
+    "operator.le", "operator.gt", "operator.ge", "operator.and_", "operator.or_", "operator.xor",
+    "operator.invert", "builtins.abs", "numpy.where", "numpy.clip", "numpy.ndarray.clip",
+    "numpy.nan_to_num", "numpy.round", "numpy.around", "numpy.ndarray.round", "numpy.real", "numpy.imag",
+    "numpy.angle", "numpy.sinc", "numpy.i0", "numpy.ndarray.conj", "numpy.ndarray.conjugate",
+})
+
+_NOT_ELEMENTWISE_KW = frozenset({"where", "out"})
+_NUMBERS = (int, float, complex, np.ndarray, np.generic)
+
+
+def _operands(an: _Analysis, op: Op, kind: str | None) -> list[tuple[Any, Form]]:
+    """The array and number operands of an elementwise op, with their forms.  In a product or a
+    quotient, a constant equal to ``k*n`` or ``1/(k*n)`` counts as ``n**±1`` when the other factor
+    depends on the data, and a divisor equal to ``k*n`` always (``np.sum(w**2) / len(X)``)."""
+    atoms: list[Any] = []
+    for a in list(op.args) + list(_kwargs(op).values()):
+        if isinstance(a, Var) or (isinstance(a, Const) and isinstance(a.value, _NUMBERS)):
+            atoms.append(a)
+    operands = [(a, an.form(a)) for a in atoms]
+    if kind not in ("mul", "div") or len(operands) != 2:
+        return operands
+    data = [not isinstance(f, Fixed) for _, f in operands]
+    for i, (a, f) in enumerate(operands):
+        k = _n_power(a.value, an.n) if isinstance(a, Const) else 0
+        if k and (data[1 - i] or (kind == "div" and i == 1 and k == 1)):
+            operands[i] = (a, Fixed(frozenset({k})))
+    return operands
+
+
+def _rows_axis(an: _Analysis, op: Op, operands: list[tuple[Any, Form]]) -> int | Bad:
+    """The row axis all per-row operands share, once the others are checked not to weight rows."""
+    axes = {f.ax for _, f in operands if isinstance(f, Rows)}
+    if len(axes) > 1:
+        return Bad(f"{op.prim} combines values whose rows lie on different axes (an outer product of rows)", op)
+    (ax,) = axes
+    for a, f in operands:
+        if isinstance(f, Fixed) and not an.uniform(a, ax):
+            return Bad(f"{op.prim} combines each row with a constant that differs from row to row, "
+                       "so its value depends on a row's position in the chunk", op,
+                       "pass per-row weights in as a data argument, so that they are chunked with the rows")
+    return ax
+
+
+def _elementwise(an: _Analysis, op: Op) -> Form:
+    """A row-wise function of its operands (numpy ufuncs, comparisons, np.where, np.clip)."""
+    if op.prim == "numpy.where" and len(op.args) == 1:
+        return Bad("numpy.where with one argument finds positions of rows", op)
+    kind = _ARITH.get(op.prim)
+    if any(k in _NOT_ELEMENTWISE_KW for k in _kwargs(op)):
+        return Bad(f"irad cannot tell whether {op.prim} with where= or out= keeps rows apart", op)
+    operands = _operands(an, op, kind)
+    forms = [f for _, f in operands]
+    bad = _mixes(forms, op)
+    if bad:
+        return bad
+    combined = _combine(kind, op, operands)
+    if isinstance(combined, Bad) or not isinstance(combined, Rows):
+        return combined
+    ax = _rows_axis(an, op, operands)
+    return ax if isinstance(ax, Bad) else an.rows(op, ax, combined.exps)
+
+
+def _combine(kind: str | None, op: Op, operands: list[tuple[Any, Form]]) -> Form:
+    """The form of an elementwise result, its row axis still to be checked (``Rows(0, exps)``)."""
+    forms = [f for _, f in operands]
+    if kind in ("add", "neg"):
+        return _add(forms, op)
+    if kind == "mul" and len(forms) == 2:
+        return _mul(forms[0], forms[1], op)
+    if kind == "div" and len(forms) == 2:
+        inv = _inverse(forms[1], op)
+        return inv if isinstance(inv, Bad) else _mul(forms[0], inv, op)
+    if kind == "pow" and len(operands) == 2:
+        return _pow(operands[0][1], operands[1], op)
+    return _nonlinear(forms, op)
+
+
+def _like(forms: Sequence[Form], exps: frozenset[int]) -> Form:
+    return Rows(0, exps) if any(isinstance(f, Rows) for f in forms) else Fixed(exps)
+
+
+def _add(forms: list[Form], op: Op) -> Form:
+    reds = [f for f in forms if isinstance(f, Red)]
+    fixed = [f for f in forms if isinstance(f, Fixed)]
+    if not reds:
+        return _like(forms, frozenset().union(*(f.exps for f in forms)))  # type: ignore[union-attr]
+    exps = frozenset().union(*(r.exps for r in reds))
+    const_exps = frozenset().union(*(r.const_exps for r in reds), *(f.exps for f in fixed))
+    const_op = next((r.const_op for r in reds if r.const_op is not None), None)
+    return Red(exps, const_exps, const_op or (op if fixed else None))
+
+
+def _mul(a: Form, b: Form, op: Op) -> Form:
+    if isinstance(a, Red) and isinstance(b, Red):
+        return _nonlinear_red(op)
+    if isinstance(a, Red) or isinstance(b, Red):
+        red, other = (a, b) if isinstance(a, Red) else (b, a)
+        assert isinstance(other, Fixed)
+        return _shift(red, other.exps)
+    return _like((a, b), _plus(a.exps, b.exps))  # type: ignore[union-attr]
+
+
+def _inverse(f: Form, op: Op) -> Form:
+    """The form of ``1/f``."""
+    if isinstance(f, Red):
+        return _nonlinear_red(op)
+    assert isinstance(f, (Fixed, Rows))
+    if len(f.exps) != 1:
+        return _nonlinear_n(op)
+    if isinstance(f, Rows) and f.exps != ZERO:
+        return _nonlinear_n(op)
+    return _like((f,), _neg(f.exps))
+
+
+def _pow(base: Form, expo: tuple[Any, Form], op: Op) -> Form:
+    atom, ef = expo
+    if isinstance(base, Red) or isinstance(ef, Red):
+        return _nonlinear_red(op)
+    assert isinstance(base, (Fixed, Rows)) and isinstance(ef, (Fixed, Rows))
+    if ef.exps != ZERO:
+        return _nonlinear_n(op)
+    if base.exps == ZERO:
+        return _like((base, ef), ZERO)
+    k = atom.value if isinstance(atom, Const) else None
+    if isinstance(ef, Fixed) and len(base.exps) == 1 and isinstance(k, (int, float, np.integer, np.floating)) \
+            and float(k).is_integer():
+        (e,) = base.exps
+        return _like((base,), frozenset({e * int(k)}))
+    return _nonlinear_n(op)
+
+
+def _nonlinear(forms: list[Form], op: Op) -> Form:
+    if any(isinstance(f, Red) for f in forms):
+        return _nonlinear_red(op)
+    if any(f.exps != ZERO for f in forms):  # type: ignore[union-attr]
+        return _nonlinear_n(op)
+    return _like(forms, ZERO)
+
+
+def _astype(an: _Analysis, op: Op) -> Form:
+    """A cast: to a float type it is the identity, to an integer one a row-wise function."""
+    dtype = _value(_arg(op, "dtype", 1, None))
+    try:
+        floating = np.dtype(dtype).kind in "fc"
+    except TypeError:
+        floating = False
+    return _identity(an, op) if floating else _elementwise(an, op)
+
+
+def _identity(an: _Analysis, op: Op) -> Form:
+    """A copy or conversion of its first argument (``np.asarray``, ``float``, ``stop_gradient``)."""
+    if any(an.form(v) != CONST for v in _op_vars(op) if v is not op.args[0]):
+        return Bad(f"irad cannot tell whether {op.prim} keeps rows apart", op)
+    f = an.form(op.args[0])
+    return an.rows(op, f.ax, f.exps) if isinstance(f, Rows) else f
+
+
+# ---- reductions -----------------------------------------------------------------------------
+
+#: kind: "sum"/"mean" (linear), "rowwise" (any other reduction), "scan" (keeps the shape); the
+#: position of the axis argument; the default axis ("all": every axis, flattening)
+_REDUCTIONS: dict[str, tuple[str, int, Any]] = {}
+
+
+def _table(kind: str, pos: int, default: Any, *prims: str) -> None:
+    for p in prims:
+        _REDUCTIONS[p] = (kind, pos, default)
+        if p.startswith("numpy.") and p.count(".") == 1:
+            _REDUCTIONS["numpy.ndarray." + p[6:]] = (kind, pos, default)
+
+
+_table("sum", 1, "all", "numpy.sum", "numpy.nansum")
+_table("mean", 1, "all", "numpy.mean")
+_table("rowwise", 1, "all", "numpy.max", "numpy.min", "numpy.amax", "numpy.amin", "numpy.prod", "numpy.std",
+       "numpy.var", "numpy.median", "numpy.ptp", "numpy.argmax", "numpy.argmin", "numpy.any", "numpy.all",
+       "numpy.nanmax", "numpy.nanmin", "numpy.nanmean", "numpy.nanstd", "numpy.nanvar", "numpy.nanmedian",
+       "numpy.nanprod", "numpy.count_nonzero", "scipy.special.logsumexp")
+_table("rowwise", 2, "all", "numpy.percentile", "numpy.quantile", "numpy.nanpercentile", "numpy.nanquantile",
+       "numpy.linalg.norm")
+_table("scan", 1, -1, "numpy.sort", "numpy.argsort")
+_table("scan", 1, "all", "numpy.cumsum", "numpy.cumprod", "numpy.nancumsum", "numpy.nancumprod",
+       "scipy.special.softmax", "scipy.special.log_softmax", "numpy.flip")
+_table("scan", 2, -1, "numpy.diff")
+
+_LINEAR_SCANS = frozenset({"numpy.cumsum", "numpy.ndarray.cumsum", "numpy.diff", "numpy.flip"})
+_REDUCE_KW_REFUSED = frozenset({"where", "initial", "b", "weights", "return_sign", "prepend", "append", "out"})
+
+
+def _reduction(an: _Analysis, op: Op) -> Form:
+    kind, pos, default = _REDUCTIONS[op.prim]
+    x = op.args[0]
+    fx = an.form(x)
+    if any(an.form(v) != CONST for v in _op_vars(op) if v is not x) or \
+            any(k in _REDUCE_KW_REFUSED for k in _kwargs(op)):
+        return Bad(f"irad cannot tell whether {op.prim} with these arguments keeps rows apart", op)
+    linear = kind in ("sum", "mean") or op.prim in _LINEAR_SCANS
+    if isinstance(fx, Red):
+        return fx if linear else _nonlinear_red(op)
+    if isinstance(fx, Fixed):
+        return fx if linear else _nonlinear_n(op)
+    assert isinstance(fx, Rows)
+    ndim = len(_shape(x))
+    axes = _axes(_arg(op, "axis", pos, default), ndim)
+    if axes is None:
+        return Bad(f"irad cannot tell which axes {op.prim} reduces", op)
+    p = ndim + fx.ax
+    if p in axes:
+        return _over_rows(op, kind, fx)
+    if not linear and fx.exps != ZERO:
+        return _nonlinear_n(op)
+    keep = kind == "scan" or bool(_value(_kwargs(op).get("keepdims", False)))
+    return an.rows(op, fx.ax if keep else fx.ax + sum(1 for a in axes if a > p), fx.exps)
+
+
+def _axes(axis: Any, ndim: int) -> tuple[int, ...] | None:
+    """The axes an ``axis`` argument names (``"all"`` or ``None``: every axis)."""
+    if isinstance(axis, Var):
+        return None
+    axis = _value(axis)
+    if axis is None or axis == "all":
+        return tuple(range(ndim))
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    try:
+        return tuple(int(a) % ndim for a in items) if ndim else ()
+    except (TypeError, ValueError):
+        return None
+
+
+def _over_rows(op: Op, kind: str, fx: Rows) -> Form:
+    """A reduction whose axes include the row axis."""
+    if kind == "sum":
+        return Red(fx.exps)
+    if kind == "mean":
+        return Red(_plus(fx.exps, frozenset({-1})))
+    hint = _HINT
+    if op.prim == "numpy.linalg.norm":
+        hint = "write np.sum(r**2) (a sum over rows) instead of np.linalg.norm(r)**2"
+    return Bad(f"{op.prim} over the row axis does not add up over chunks of rows", op, hint)
+
+
+# ---- matmul ---------------------------------------------------------------------------------
+
+
+def _matmul(an: _Analysis, op: Op) -> Form:
+    """``a @ b`` (also ``np.dot``, ``ndarray.dot`` on 1-D and 2-D operands)."""
+    if len(op.args) != 2 or _kwargs(op):
+        return Bad(f"irad cannot tell whether {op.prim} with these arguments keeps rows apart", op)
+    a, b = op.args
+    fa, fb = an.form(a), an.form(b)
+    sa, sb = _shape(a), _shape(b)
+    if not sa or not sb:  # np.dot with a scalar: a product
+        return _elementwise_as(an, op, "operator.mul")
+    bad = _mixes((fa, fb), op)
+    if bad:
+        return bad
+    if isinstance(fa, Red) or isinstance(fb, Red):
+        return _mul(fa, fb, op)  # linear in the sum, as a product with a constant is
+    if len(sa) > 2 or len(sb) > 2:
+        return Bad(f"irad cannot tell whether {op.prim} on arrays of more than 2 dimensions keeps rows apart", op)
+    assert isinstance(fa, (Fixed, Rows)) and isinstance(fb, (Fixed, Rows))
+    exps = _plus(fa.exps, fb.exps)
+    if isinstance(fa, Fixed) and isinstance(fb, Fixed):
+        return Fixed(exps)
+    a_sums = isinstance(fa, Rows) and fa.ax == -1  # a's rows are on the contracted axis
+    b_sums = isinstance(fb, Rows) and (len(sb) == 1 or fb.ax == -2)
+    if isinstance(fa, Rows) and isinstance(fb, Rows):
+        if a_sums and b_sums:
+            return Red(exps)
+        return Bad(f"{op.prim} multiplies rows with other rows (an outer product such as X @ X.T)", op)
+    if a_sums or b_sums:
+        weights, axis = (b, 0) if a_sums else (a, -1)
+        if an.uniform(weights, axis):
+            return Red(exps)
+        return Bad(f"{op.prim} sums rows with weights that differ from row to row, "
+                   "so its value depends on a row's position in the chunk", op,
+                   "pass per-row weights in as a data argument, so that they are chunked with the rows")
+    out_ndim = len(_shape(op.outs[0]))
+    return an.rows(op, -out_ndim if isinstance(fa, Rows) else -1, exps)
+
+
+def _elementwise_as(an: _Analysis, op: Op, prim: str) -> Form:
+    return _elementwise(an, Op(prim, op.args, (), op.outs, op.fn, op.loc))
+
+
+# ---- shapes ---------------------------------------------------------------------------------
+
+
+def _others_const(an: _Analysis, op: Op) -> bool:
+    x = op.args[0] if op.args else None
+    return all(an.form(v) == CONST for v in _op_vars(op) if v is not x)
+
+
+def _permute(an: _Analysis, op: Op) -> Form:
+    """Transposes (``.T``, ``np.transpose``, ``swapaxes``, ``moveaxis``): where does the row axis go?
+    Found by applying the op to a stand-in array (no memory) whose axes have distinct lengths."""
+    if not _others_const(an, op):
+        return Bad(f"irad cannot tell whether {op.prim} with these arguments keeps rows apart", op)
+    x = op.args[0]
+    fx = an.form(x)
+    if not isinstance(fx, Rows):
+        return fx  # linear: a sum over rows stays one
+    ndim = len(_shape(x))
+    sizes = tuple(range(2, ndim + 2))
+    dummy = np.lib.stride_tricks.as_strided(np.zeros(1), sizes, (0,) * ndim)
+    try:
+        out = op.fn(dummy, *_value(op.args[1:]), **{k: _value(v) for k, v in _kwargs(op).items()})  # type: ignore[misc]
+        perm = [sizes.index(s) for s in np.shape(out)]
+    except Exception:
+        return Bad(f"irad cannot tell where {op.prim} moves the rows", op)
+    p = ndim + fx.ax
+    return an.rows(op, perm.index(p) - ndim, fx.exps)
+
+
+def _reshape(an: _Analysis, op: Op) -> Form:
+    """Reshapes in C order (``reshape``, ``ravel``, ``squeeze``, ``expand_dims``): rows stay apart
+    when the result has an axis of length ``n`` with as many elements after it as the row axis had."""
+    values = [_value(a) for a in op.args[1:]] + [_value(v) for v in _kwargs(op).values()]
+    if not _others_const(an, op) or any(isinstance(v, str) and v != "C" for v in values):
+        return Bad(f"irad cannot tell whether {op.prim} with these arguments keeps rows apart", op)
+    x = op.args[0]
+    fx = an.form(x)
+    if not isinstance(fx, Rows):
+        return fx
+    shape, out = _shape(x), _shape(op.outs[0])
+    after = math.prod(shape[len(shape) + fx.ax + 1:])
+    for q in range(len(out)):
+        if out[q] == an.n and math.prod(out[q + 1:]) == after:
+            return an.rows(op, q - len(out), fx.exps)
+    return Bad(f"{op.prim} reshapes the rows together (a flattening across rows)", op,
+               "keep the row axis apart: X.reshape(len(X), -1), y.reshape(-1, 1)")
+
+
+def _broadcast_to(an: _Analysis, op: Op) -> Form:
+    if not _others_const(an, op):
+        return Bad(f"irad cannot tell whether {op.prim} with these arguments keeps rows apart", op)
+    fx = an.form(op.args[0])
+    return an.rows(op, fx.ax, fx.exps) if isinstance(fx, Rows) else fx
+
+
+def _joined(an: _Analysis, op: Op) -> Form:
+    """``np.concatenate``, ``np.stack``, ``np.hstack``, ``np.column_stack`` along other axes than rows."""
+    seq = op.args[0] if op.args else ()
+    if not isinstance(seq, (tuple, list)) or any(an.form(v) != CONST for v in _op_vars(op) if not _within(v, seq)):
+        return Bad(f"irad cannot tell whether {op.prim} with these arguments keeps rows apart", op)
+    items = [(a, an.form(a)) for a in seq]
+    forms = [f for _, f in items]
+    bad = _mixes(forms, op)
+    if bad:
+        return bad
+    if not any(isinstance(f, Rows) for f in forms):
+        return _add(forms, op)  # linear, as a sum is
+    positions = _joined_positions(op, [len(_shape(a)) for a in seq], forms)
+    if isinstance(positions, str):
+        return Bad(f"{op.prim} {positions}", op)
+    p_in, p_out = positions
+    for a, f in items:
+        if isinstance(f, Fixed) and not an.uniform(a, p_in - len(_shape(a))):
+            return Bad(f"{op.prim} joins rows with a constant that differs from row to row", op)
+    exps = frozenset().union(*(f.exps for f in forms))  # type: ignore[union-attr]
+    return an.rows(op, p_out - len(_shape(op.outs[0])), exps)
+
+
+def _within(v: Var, seq: Any) -> bool:
+    return any(x is v for x in seq)
+
+
+def _joined_positions(op: Op, ndims: list[int], forms: list[Form]) -> tuple[int, int] | str:
+    """The row axis's position in the joined arrays and in the result, or why it mixes rows."""
+    rows = {(nd, nd + f.ax) for nd, f in zip(ndims, forms) if isinstance(f, Rows)}
+    if op.prim == "numpy.column_stack":  # (1-D arrays become columns)
+        return (0, 0) if {p for _, p in rows} == {0} else "joins arrays whose rows are not their first axis"
+    if len(rows) > 1:
+        return "joins arrays whose rows lie on different axes"
+    ((ndim, p),) = rows
+    axis = _value(_arg(op, "axis", 1, 1 if op.prim == "numpy.hstack" and ndim > 1 else 0))
+    if not isinstance(axis, (int, np.integer)):
+        return "joins along an axis irad cannot tell"
+    if op.prim == "numpy.stack":
+        k = int(axis) % (ndim + 1)
+        return (p, p if k > p else p + 1)
+    if int(axis) % ndim == p:
+        return "joins along the row axis (the result's rows come from several arrays)"
+    return (p, p)
+
+
+# ---- indexing -------------------------------------------------------------------------------
+
+
+def _getitem(an: _Analysis, op: Op) -> Form:
+    x, idx = op.args[0], op.args[1]
+    fx = an.form(x)
+    entries = _index_entries(idx)
+    if entries is None:
+        return Bad(f"irad cannot tell which rows {op.prim} selects", op)
+    index_forms = [an.form(e) for e in entries if isinstance(e, Var)]
+    if any(isinstance(f, Red) or f.exps != ZERO for f in index_forms):  # type: ignore[union-attr]
+        return Bad(f"{op.prim} indexes with a value computed from a sum over rows or the row count", op)
+    if isinstance(fx, Rows):
+        return _getitem_rows(an, op, fx, entries)
+    if any(isinstance(f, Rows) for f in index_forms):
+        return _gather(an, op, fx, entries)
+    return fx  # a selection from a constant or from sums over rows: linear
+
+
+def _index_entries(idx: Any) -> list[Any] | None:
+    """The parts of an index, each a Var or a plain value; None where irad cannot tell."""
+    if isinstance(idx, Var):
+        return [idx]
+    if isinstance(idx, Const):
+        v = idx.value
+        items = list(v) if type(v) is tuple else [v]
+    elif type(idx) is tuple:
+        items = [a.value if isinstance(a, Const) else a for a in idx]
+    else:
+        return None
+    out: list[Any] = []
+    for e in items:
+        if isinstance(e, list):
+            if any(isinstance(x, (Var, list, tuple)) for x in e):
+                return None
+            e = np.asarray(e)
+        elif isinstance(e, (tuple, dict)):
+            return None
+        out.append(e)
+    return out
+
+
+def _consumes(e: Any) -> int:
+    """How many axes of the indexed array an index entry consumes."""
+    if e is None or e is Ellipsis:
+        return 0
+    if _is_bool(e):
+        return len(_shape(e)) if isinstance(e, Var) else np.ndim(e)
+    return 1
+
+
+def _is_bool(e: Any) -> bool:
+    if isinstance(e, Var):
+        return isinstance(e.type, ArrayT) and e.type.dtype == "bool"
+    return isinstance(e, np.ndarray) and e.dtype == np.bool_ or isinstance(e, (bool, np.bool_))
+
+
+def _is_array(e: Any) -> bool:
+    return isinstance(e, (Var, np.ndarray)) or _is_bool(e)
+
+
+def _full(e: Any, n: int) -> bool:
+    """A slice that takes every row, in order: ``:``, ``0:``, ``:n``."""
+    return isinstance(e, slice) and e.start in (None, 0) and e.step in (None, 1) and e.stop in (None, n)
+
+
+def _getitem_rows(an: _Analysis, op: Op, fx: Rows, entries: list[Any]) -> Form:
+    """Indexing a per-row array: the row axis must be taken whole (``X[:, 0]``, ``X[:, 1:]``)."""
+    ndim = len(_shape(op.args[0]))
+    p = ndim + fx.ax
+    if p == 0 and entries and _is_arange(entries[0], an.n):
+        return _pick(an, op, fx, entries[1:])
+    expanded = _expand(entries, ndim)
+    if expanded is None:
+        return Bad(f"irad cannot tell which rows {op.prim} selects", op)
+    row_i, axis = None, 0
+    for i, e in enumerate(expanded):
+        k = _consumes(e)
+        if axis <= p < axis + k:
+            row_i = i
+            break
+        axis += k
+    if row_i is None or not _full(expanded[row_i], an.n):
+        return Bad(f"{op.prim} selects, reorders or masks rows, so its value depends on which rows a chunk holds", op,
+                   "select the rows outside the loss (pass the selection in as data), or take every row: X[:, ...]")
+    if any(isinstance(e, Var) and isinstance(an.form(e), Rows) for e in expanded):
+        return Bad(f"{op.prim} indexes a per-row array with values from the data along another axis", op)
+    pos = _row_position(expanded, row_i)
+    out = _shape(op.outs[0])
+    if not 0 <= pos < len(out):
+        return Bad(f"irad cannot tell where the rows of {op.prim}'s result are", op)
+    return an.rows(op, pos - len(out), fx.exps)
+
+
+def _expand(entries: list[Any], ndim: int) -> list[Any] | None:
+    """The index with its Ellipsis (or the missing trailing axes) spelt out as full slices."""
+    consumed = sum(_consumes(e) for e in entries)
+    ellipses = [i for i, e in enumerate(entries) if e is Ellipsis]
+    if len(ellipses) > 1 or consumed > ndim:
+        return None
+    fill = [slice(None)] * (ndim - consumed)
+    if ellipses:
+        i = ellipses[0]
+        return entries[:i] + fill + entries[i + 1:]
+    return entries + fill
+
+
+def _row_position(expanded: list[Any], row_i: int) -> int:
+    """Where numpy puts the axis indexed by ``expanded[row_i]`` (a slice) in the result: basic
+    entries keep their order; advanced ones (arrays, and ints among arrays) broadcast together, in
+    place when adjacent, else first."""
+    arrays = [i for i, e in enumerate(expanded) if _is_array(e)]
+    advanced = [i for i, e in enumerate(expanded) if _is_array(e) or (arrays and _is_int(e))]
+    basic_before = sum(1 for e in expanded[:row_i] if e is None or isinstance(e, slice))
+    if not advanced:
+        return basic_before
+    bnd = max(1 if _is_bool(expanded[i]) else len(_shape(expanded[i])) if isinstance(expanded[i], Var)
+              else np.ndim(expanded[i]) for i in advanced)
+    if advanced != list(range(advanced[0], advanced[-1] + 1)):
+        return bnd + basic_before
+    return basic_before + (bnd if advanced[0] < row_i else 0)
+
+
+def _is_int(e: Any) -> bool:
+    return isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_))
+
+
+def _is_arange(e: Any, n: int) -> bool:
+    return isinstance(e, np.ndarray) and e.ndim == 1 and e.dtype.kind in "iu" and e.shape == (n,) \
+        and bool(np.all(e == np.arange(n)))
+
+
+def _pick(an: _Analysis, op: Op, fx: Rows, rest: list[Any]) -> Form:
+    """``z[np.arange(len(z)), y]``: one entry from each row, chosen by that row's label."""
+    for e in rest:
+        if isinstance(e, slice) or _is_int(e):
+            continue
+        if isinstance(e, Var):
+            f = an.form(e)
+            if isinstance(f, Rows) and _shape(e) == (an.n,) and not _is_bool(e):
+                continue
+            if f == CONST and not _shape(e):
+                continue
+        if isinstance(e, np.ndarray) and not _is_bool(e) and \
+                (e.ndim == 0 or e.shape == (an.n,) and bool(np.all(e == e[0]))):
+            continue
+        return Bad(f"irad cannot tell which rows {op.prim} selects", op)
+    out = _shape(op.outs[0])
+    return an.rows(op, -len(out), fx.exps) if out else Bad(f"irad cannot tell which rows {op.prim} selects", op)
+
+
+def _gather(an: _Analysis, op: Op, fx: Form, entries: list[Any]) -> Form:
+    """``w[y]``: a constant table indexed by a per-row integer (labels): one entry per row."""
+    (y,) = entries if len(entries) == 1 else (None,)
+    fy = an.form(y) if isinstance(y, Var) else None
+    if fx == CONST and isinstance(fy, Rows) and _shape(y) == (an.n,) and not _is_bool(y):
+        out = _shape(op.outs[0])
+        return an.rows(op, -len(out), ZERO)
+    return Bad(f"{op.prim} indexes with values from the data in a way irad cannot follow", op)
+
+
+def _take_along_axis(an: _Analysis, op: Op) -> Form:
+    """``np.take_along_axis(z, idx, axis)`` with ``z`` and ``idx`` per-row, along another axis."""
+    if len(op.args) < 2:
+        return Bad(f"irad cannot tell whether {op.prim} keeps rows apart", op)
+    a, idx = op.args[:2]
+    fa, fi = an.form(a), an.form(idx)
+    axis = _value(_arg(op, "axis", 2, None))
+    if not (isinstance(fa, Rows) and isinstance(fi, Rows) and fa.ax == fi.ax and fi.exps == ZERO) \
+            or not isinstance(axis, (int, np.integer)):
+        return Bad(f"irad cannot tell whether {op.prim} keeps rows apart", op)
+    ndim = len(_shape(a))
+    if int(axis) % ndim == ndim + fa.ax:
+        return Bad(f"{op.prim} along the row axis mixes rows", op)
+    return an.rows(op, fa.ax, fa.exps)
+
+
+# ---- dispatch and the output ----------------------------------------------------------------
+
+Rule = Callable[[_Analysis, Op], "Form | list[Form]"]
+
+_RULES: dict[str, Rule] = {
+    "operator.getitem": _getitem,
+    "operator.matmul": _matmul, "numpy.matmul": _matmul, "numpy.dot": _matmul, "numpy.ndarray.dot": _matmul,
+    "numpy.ndarray.astype": _astype,
+    "numpy.take_along_axis": _take_along_axis,
+    "numpy.broadcast_to": _broadcast_to,
+}
+for _p in ("numpy.asarray", "numpy.array", "numpy.asanyarray", "numpy.ascontiguousarray", "numpy.copy",
+           "numpy.ndarray.copy", "irad.ops.stop_gradient", "builtins.float", "numpy.float64", "numpy.float32",
+           "numpy.float16", "numpy.longdouble", "numpy.generic.item", "numpy.ndarray.item"):
+    _RULES[_p] = _identity
+for _p in ("numpy.transpose", "numpy.ndarray.transpose", "numpy.swapaxes", "numpy.ndarray.swapaxes",
+           "numpy.moveaxis", "numpy.rollaxis", "numpy.matrix_transpose"):
+    _RULES[_p] = _permute
+for _p in ("numpy.reshape", "numpy.ndarray.reshape", "numpy.ravel", "numpy.ndarray.ravel", "numpy.ndarray.flatten",
+           "numpy.squeeze", "numpy.ndarray.squeeze", "numpy.expand_dims", "numpy.atleast_1d", "numpy.atleast_2d",
+           "numpy.atleast_3d"):
+    _RULES[_p] = _reshape
+for _p in ("numpy.concatenate", "numpy.stack", "numpy.hstack", "numpy.column_stack"):
+    _RULES[_p] = _joined
+for _p in _REDUCTIONS:
+    _RULES[_p] = _reduction
+for _p in set(_ARITH) | _ELEMENTWISE:
+    _RULES[_p] = _elementwise
+
+
+def _rule(op: Op) -> Rule | None:
+    rule = _RULES.get(op.prim)
+    if rule is None and isinstance(op.fn, np.ufunc) and len(op.outs) >= 1:
+        return _elementwise  # numpy and scipy.special ufuncs: np.exp, np.maximum, expit, ...
+    return rule
+
+
+def _check_output(an: _Analysis, g: Graph, reduce: str) -> None:
+    if len(g.outputs) != 1:
+        raise an.error(None, f"it returns {len(g.outputs)} values, not one scalar loss")
+    out = g.outputs[0]
+    op = an.producer.get(out.id) if isinstance(out, Var) else None
+    f = an.form(out)
+    if isinstance(f, Bad):
+        raise an.error(f.op, f.reason, f.hint)
+    shape = _shape(out)
+    if math.prod(shape) != 1:
+        raise an.error(op, f"it returns a value of shape {shape}, not a scalar loss")
+    if isinstance(f, Fixed):
+        raise an.error(op, "its result does not depend on the data arguments",
+                       "say which positional arguments hold the rows (data=...)")
+    if isinstance(f, Rows):
+        raise an.error(op, "its result is a per-row value, not a sum or mean over rows")
+    assert isinstance(f, Red)
+    (_check_sum if reduce == "sum" else _check_mean)(an, op, f)
+
+
+def _check_sum(an: _Analysis, op: Op | None, f: Red) -> None:
+    if f.const_exps:
+        raise an.error(f.const_op, f"with reduce='sum', {f.const_op.prim if f.const_op else 'it'} adds a term "
+                       "that does not depend on the data, which would be counted once per chunk",
+                       "add that term (a regulariser?) outside the chunked loss, or, if the data term is a "
+                       "mean over rows, use reduce='mean'")
+    if an.n == 1 or f.exps == ZERO:
+        return
+    if f.exps == frozenset({-1}):
+        raise an.error(op, "with reduce='sum', the loss is a mean over rows (divided by the row count), "
+                       "not a sum", "use reduce='mean'")
+    raise an.error(op, _scaled(f.exps), "write the loss as a plain sum over rows (reduce='sum') or a mean "
+                   "(reduce='mean')")
+
+
+def _check_mean(an: _Analysis, op: Op | None, f: Red) -> None:
+    if an.n != 1 and f.const_exps - ZERO:
+        raise an.error(f.const_op, f"{f.const_op.prim if f.const_op else 'it'} adds a data-independent term "
+                       "scaled by the row count, which would be counted once per chunk",
+                       "leave the row count out of the regulariser, or add it outside the chunked loss")
+    if an.n == 1 or f.exps == frozenset({-1}):
+        return
+    if f.exps == ZERO:
+        hint = ("use reduce='sum'" if not f.const_exps else
+                "divide the data term by len(X) (a mean) for reduce='mean', or use reduce='sum' and add "
+                "the data-independent term outside the chunked loss")
+        raise an.error(op, "with reduce='mean', the loss is a sum over rows, not a mean", hint)
+    raise an.error(op, _scaled(f.exps), "write the loss as a mean over rows (reduce='mean') or a plain sum "
+                   "(reduce='sum')")
+
+
+def _scaled(exps: frozenset[int]) -> str:
+    powers = ", ".join(f"n**{k}" for k in sorted(exps))
+    if len(exps) == 1:
+        return f"its sum over rows is scaled by {powers} (n the row count): neither a sum (n**0) nor a mean (n**-1)"
+    return f"its sums over rows are scaled by different powers of the row count n ({powers})"

@@ -1,0 +1,448 @@
+"""``irad.rows.check_rows``: which traced losses may be evaluated chunk by chunk of rows.
+
+Accepted losses are also checked numerically: their value on all the data equals the chunks'
+values combined as ``irad.dask`` combines them (a sum, or a mean weighted by chunk sizes).
+Refused ones must say which op (its prim) or which line of the loss mixes rows.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+
+import numpy as np
+import pytest
+
+import irad
+from irad.errors import RowsError
+from irad.rows import check_rows
+
+NS = (5, 7)
+
+
+def _data(n: int, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    X = rng.standard_normal((n, d)) if d else rng.standard_normal(n)
+    y = (rng.random(n) > 0.5).astype(float)
+    return X, y
+
+
+def _combined(f, params, X, y, reduce: str) -> float:
+    """The chunks' values combined: chunks of 2 rows and a remainder."""
+    n, total = len(X), 0.0
+    for s in range(0, n, 2):
+        part = f(params, X[s:s + 2], y[s:s + 2])
+        total += part if reduce == "sum" else part * len(X[s:s + 2]) / n
+    return total
+
+
+def accepts(f, params, X, y, reduce: str) -> None:
+    g = irad.trace(f, params, X, y)
+    assert check_rows(g, data=(1, 2), reduce=reduce, fname=f.__name__) == len(X)
+    np.testing.assert_allclose(_combined(f, params, X, y, reduce), f(params, X, y), rtol=1e-10, atol=1e-12)
+
+
+def refuses(f, params, X, y, reduce: str, *, prim: str | None = None, marker: str | None = None) -> str:
+    g = irad.trace(f, params, X, y)
+    with pytest.raises(RowsError) as info:
+        check_rows(g, data=(1, 2), reduce=reduce, fname=f.__name__)
+    msg = str(info.value)
+    assert f.__name__ in msg
+    if prim is not None:
+        assert prim in msg, msg
+    if marker is not None:
+        assert f"{os.path.basename(__file__)}:{_line_of(f, marker)}" in msg, msg
+    return msg
+
+
+def _line_of(f, marker: str) -> int:
+    lines, start = inspect.getsourcelines(f)
+    (i,) = [i for i, ln in enumerate(lines) if marker in ln]
+    return start + i
+
+
+# ---- accepted -------------------------------------------------------------------------------
+
+
+def least_squares(w, X, y):
+    return np.sum((X @ w - y) ** 2)
+
+
+def mse_np_mean(w, X, y):
+    return np.mean((X @ w - y) ** 2)
+
+
+def mse_len(w, X, y):
+    return np.sum((X @ w - y) ** 2) / len(X)
+
+
+def mse_shape(w, X, y):
+    return 0.5 * np.sum((X @ w - y) ** 2) / X.shape[0]
+
+
+def mse_half(w, X, y):
+    return np.sum((X @ w - y) ** 2) / (2 * len(X))
+
+
+def logistic_l2(w, X, y):
+    z = X @ w
+    p = 1 / (1 + np.exp(-z))
+    return -np.sum(y * np.log(p) + (1 - y) * np.log(1 - p)) / len(X) + 0.01 * np.sum(w ** 2)
+
+
+def labels_where(w, X, y):
+    z = X @ w
+    labels = (y > 0.5).astype(int)
+    return np.mean(np.where(labels == 1, np.logaddexp(0, -z), np.logaddexp(0, z)))
+
+
+def hinge_mean(w, X, y):
+    return np.mean(np.maximum(0, 1 - (2 * y - 1) * (X @ w))) + 0.5 * w @ w
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("f, reduce", [
+    (least_squares, "sum"), (mse_np_mean, "mean"), (mse_len, "mean"), (mse_shape, "mean"),
+    (mse_half, "mean"), (logistic_l2, "mean"), (labels_where, "mean"), (hinge_mean, "mean"),
+])
+def test_linear_models(f, reduce, n):
+    rng = np.random.default_rng(n)
+    X, y = _data(n, 3, rng)
+    accepts(f, rng.standard_normal(3), X, y, reduce)
+
+
+def row_sums(W, X, y):
+    return np.sum((np.sum(X @ W, axis=1) - y) ** 2)
+
+
+def row_sums_keepdims(W, X, y):
+    h = np.tanh(X @ W)
+    return np.mean((h.sum(axis=-1, keepdims=True) - y.reshape(-1, 1)) ** 2)
+
+
+def softmax_ce(W, X, y):
+    z = X @ W
+    z = z - np.max(z, axis=1, keepdims=True)
+    lse = np.log(np.sum(np.exp(z), axis=1))
+    return np.mean(lse - z[np.arange(len(X)), y.astype(int)])
+
+
+def softmax_ce_onehot(W, X, y):
+    z = X @ W
+    m = np.max(z, axis=1, keepdims=True)
+    logp = z - m - np.log(np.sum(np.exp(z - m), axis=1, keepdims=True))
+    onehot = np.stack([1 - y, y], axis=1)
+    return -np.sum(onehot * logp[:, :2]) / len(X) + 1e-3 * np.sum(W * W)
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("f, reduce", [
+    (row_sums, "sum"), (row_sums_keepdims, "mean"), (softmax_ce, "mean"), (softmax_ce_onehot, "mean"),
+])
+def test_per_row_reductions(f, reduce, n):
+    rng = np.random.default_rng(n)
+    X, y = _data(n, 3, rng)
+    accepts(f, rng.standard_normal((3, 4)), X, y, reduce)
+
+
+def columns(w, X, y):
+    return np.sum((X[:, 0] * w[0] + X[:, 1:] @ w[1:] - y) ** 2)
+
+
+def dict_params(w, X, y):
+    h = np.tanh(X @ w["a"] + w["b"])
+    return np.mean((h @ w["c"] - y) ** 2) + 0.1 * np.sum(w["a"] ** 2)
+
+
+def gram(w, X, y):
+    r = X @ w - y
+    g = X.T @ r  # a sum over rows, then a linear combination of it
+    return np.sum(g * w) / len(X) - 0.5 * np.mean(r)
+
+
+def ones_weights(w, X, y):
+    r = (X @ w - y) ** 2
+    return np.ones(len(X)) @ r
+
+
+def transposed(w, X, y):
+    Z = np.transpose(X)
+    return np.sum(np.sum(Z * w[:, None], axis=0) * y)
+
+
+def bias_column(w, X, y):
+    Xb = np.hstack([X, np.ones((len(X), 1))])
+    return np.sum((Xb @ np.concatenate([w, [0.5]]) - y) ** 2)
+
+
+def label_table(w, X, y):
+    return np.sum((X @ w - w[y.astype(int)]) ** 2)
+
+
+def take_label(w, X, y):
+    picked = np.take_along_axis(X, y.astype(int)[:, None], axis=1)
+    return np.mean(picked[:, 0] * w[0]) + np.mean(X[..., 2])
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("f, reduce", [
+    (columns, "sum"), (gram, "mean"), (ones_weights, "sum"), (transposed, "sum"), (bias_column, "sum"),
+    (label_table, "sum"), (take_label, "mean"),
+])
+def test_layouts(f, reduce, n):
+    rng = np.random.default_rng(n)
+    X, y = _data(n, 3, rng)
+    accepts(f, rng.standard_normal(3), X, y, reduce)
+
+
+@pytest.mark.parametrize("n", NS)
+def test_dict_params(n):
+    rng = np.random.default_rng(n)
+    X, y = _data(n, 3, rng)
+    w = {"a": rng.standard_normal((3, 4)), "b": rng.standard_normal(4), "c": rng.standard_normal(4)}
+    accepts(dict_params, w, X, y, "mean")
+
+
+def one_d_sum(w, X, y):
+    return np.sum((w[0] * X + w[1] - y) ** 2)
+
+
+def one_d_mean(w, X, y):
+    return np.mean(np.logaddexp(0, -(2 * y - 1) * (w[0] * X + w[1]))) + 0.5 * np.sum(w ** 2)
+
+
+def one_d_column(w, X, y):
+    return np.sum((X.reshape(-1, 1) @ w[None, :1] - y[:, None]).ravel() ** 2)
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("f, reduce", [(one_d_sum, "sum"), (one_d_mean, "mean"), (one_d_column, "sum")])
+def test_one_dimensional_data(f, reduce, n):
+    rng = np.random.default_rng(n)
+    X, y = _data(n, 0, rng)
+    accepts(f, rng.standard_normal(2), X, y, reduce)
+
+
+def test_returns_the_row_count():
+    g = irad.trace(least_squares, np.zeros(3), np.zeros((7, 3)), np.zeros(7))
+    assert check_rows(g, data=(1, 2), reduce="sum") == 7
+    with pytest.raises(RowsError, match="differs from row to row"):  # y left whole: not chunked with X
+        check_rows(g, data=(1,), reduce="sum")
+
+
+# ---- refused --------------------------------------------------------------------------------
+
+
+def sorted_rows(w, X, y):
+    return np.sum(np.sort(X @ w, axis=0)[:2])  # <- sort
+
+
+def median_rows(w, X, y):
+    return np.sum(np.median(X, axis=0) * w)  # <- median
+
+
+def max_rows(w, X, y):
+    return np.max(X @ w - y) + np.sum(y)  # <- max
+
+
+def standardised(w, X, y):
+    Z = (X - X.mean(0))  # <- standardise
+    return np.sum((Z @ w - y) ** 2)
+
+
+def squared_sum(w, X, y):
+    return (np.sum(X @ w - y)) ** 2  # <- square
+
+
+def log_sum(w, X, y):
+    return np.log(np.sum(np.exp(X @ w)))  # <- log
+
+
+def cumsum_rows(w, X, y):
+    return np.sum(np.cumsum(X @ w) * y)  # <- cumsum
+
+
+def first_row(w, X, y):
+    return np.sum(X[0] * w) + np.sum(y)  # <- first row
+
+
+def every_other(w, X, y):
+    return np.sum((X[::2] @ w) ** 2)  # <- every other
+
+
+def some_rows(w, X, y):
+    return np.sum((X[[0, 2, 1]] @ w) ** 2)  # <- some rows
+
+
+def position_weights(w, X, y):
+    return np.arange(len(X)) @ (X @ w - y) ** 2  # <- arange
+
+
+def position_weights_mul(w, X, y):
+    return np.sum(np.arange(len(X)) * (X @ w - y) ** 2)  # <- arange
+
+
+def norm_squared(w, X, y):
+    return np.linalg.norm(X @ w - y) ** 2  # <- norm
+
+
+def gram_squared(w, X, y):
+    g = X.T @ (X @ w - y)
+    return np.sum(g ** 2)  # <- square
+
+
+def outer_rows(w, X, y):
+    K = X @ X.T  # <- kernel
+    return np.sum(K * np.outer(y, y))
+
+
+def flattened(w, X, y):
+    return np.sum(X.ravel()[:3])  # <- ravel
+
+
+def doubled(w, X, y):
+    return np.sum(np.concatenate([X, X]) @ w)  # <- concatenate
+
+
+def unknown_op(w, X, y):
+    return np.sum(np.einsum("ij,j->i", X, w) - y)  # <- einsum
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("f, prim", [
+    (outer_rows, "operator.matmul"), (flattened, "numpy.ndarray.ravel"), (doubled, "numpy.concatenate"),
+    (unknown_op, "numpy.einsum"),
+    (sorted_rows, "numpy.sort"), (median_rows, "numpy.median"), (max_rows, "numpy.max"),
+    (standardised, "operator.sub"), (squared_sum, "operator.pow"), (log_sum, "numpy.log"),
+    (cumsum_rows, "numpy.cumsum"), (first_row, "operator.getitem"), (every_other, "operator.getitem"),
+    (some_rows, "operator.getitem"), (position_weights, "operator.matmul"), (position_weights_mul, "operator.mul"),
+    (norm_squared, "numpy.linalg.norm"), (gram_squared, "operator.pow"),
+])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_mixing_rows(f, prim, n, reduce):
+    rng = np.random.default_rng(n)
+    X, y = _data(n, 3, rng)
+    marker = next(ln.split("# <- ")[1].strip() for ln in inspect.getsource(f).splitlines() if "# <- " in ln)
+    refuses(f, rng.standard_normal(3), X, y, reduce, prim=prim, marker=f"# <- {marker}")
+
+
+def one_d_sorted(w, X, y):
+    return np.sum(np.sort(w[0] * X - y)[-2:])  # <- sort
+
+
+def one_d_centred(w, X, y):
+    return np.sum((w[0] * (X - np.mean(X)) - y) ** 2)  # <- centre
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("f, prim", [(one_d_sorted, "numpy.sort"), (one_d_centred, "operator.sub")])
+def test_mixing_rows_one_dimensional(f, prim, n):
+    rng = np.random.default_rng(n)
+    X, y = _data(n, 0, rng)
+    refuses(f, rng.standard_normal(2), X, y, "sum", prim=prim, marker="# <-")
+
+
+def regularised_sum(w, X, y):
+    return np.sum((X @ w - y) ** 2) + 0.01 * np.sum(w ** 2)  # <- reg
+
+
+@pytest.mark.parametrize("n", NS)
+def test_reduce_mismatch(n):
+    rng = np.random.default_rng(n)
+    X, y = _data(n, 3, rng)
+    w = rng.standard_normal(3)
+    msg = refuses(least_squares, w, X, y, "mean", marker="return")
+    assert "reduce='sum'" in msg
+    for f in (mse_np_mean, mse_len, mse_shape, mse_half):
+        msg = refuses(f, w, X, y, "sum", marker="return")
+        assert "reduce='mean'" in msg
+    msg = refuses(regularised_sum, w, X, y, "sum", prim="operator.add", marker="# <- reg")
+    assert "outside" in msg and "once per chunk" in msg
+    refuses(regularised_sum, w, X, y, "mean", marker="# <- reg")
+    refuses(logistic_l2, w, X, y, "sum", prim="operator.add")
+
+
+def mixed_scaling(w, X, y):
+    r = X @ w - y
+    return np.sum(r ** 2) + np.mean(r)  # <- mixed
+
+
+def scaled_regulariser(w, X, y):
+    return np.mean((X @ w - y) ** 2) + np.sum(w ** 2) / len(X)  # <- reg
+
+
+def mean_over_n(w, X, y):
+    return np.mean(X @ w - y) / len(X)
+
+
+def test_scaled_terms():
+    rng = np.random.default_rng(0)
+    X, y = _data(5, 3, rng)
+    w = rng.standard_normal(3)
+    for reduce in ("sum", "mean"):
+        msg = refuses(mixed_scaling, w, X, y, reduce, marker="# <- mixed")
+        assert "n**-1, n**0" in msg
+    msg = refuses(mean_over_n, w, X, y, "mean", marker="return")
+    assert "n**-2" in msg
+    refuses(scaled_regulariser, w, X, y, "mean", prim="operator.add", marker="# <- reg")
+
+
+def branches(w, X, y):
+    if X.sum() > 0:  # <- branch
+        return np.sum((X @ w - y) ** 2)
+    return np.sum((X @ w + y) ** 2)
+
+
+def masked(w, X, y):
+    return np.sum(X[y > 0.5] @ w)  # <- mask
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("f", [branches, masked])
+def test_guards(f, n):
+    rng = np.random.default_rng(n)
+    X, y = _data(n, 3, rng)
+    msg = refuses(f, rng.standard_normal(3), X, y, "sum", prim="irad.ops.guard", marker="# <-")
+    assert "branch" in msg
+
+
+def no_data(w, X, y):
+    return np.sum(w ** 2)
+
+
+def per_row(w, X, y):
+    return X @ w - y
+
+
+def test_output_must_be_a_scalar_from_the_data():
+    rng = np.random.default_rng(1)
+    X, y = _data(5, 3, rng)
+    w = rng.standard_normal(3)
+    assert "does not depend on the data" in refuses(no_data, w, X, y, "sum")
+    assert "not a scalar" in refuses(per_row, w, X, y, "sum", marker="return")
+
+
+def test_data_arguments():
+    w = np.zeros(3)
+    g = irad.trace(least_squares, w, np.zeros((5, 3)), np.zeros(5))
+    assert check_rows(g, data=(1, 2), reduce="sum") == 5
+    g = irad.trace(lambda w, X, y: np.sum(X @ w) + np.sum(y), w, np.zeros((5, 3)), np.zeros(7))
+    with pytest.raises(RowsError, match="different numbers of rows"):
+        check_rows(g, data=(1, 2), reduce="sum")
+    g = irad.trace(lambda w, X, s: np.sum(X @ w) * s, w, np.zeros((5, 3)), 2.0)
+    with pytest.raises(RowsError, match="not an array with rows"):
+        check_rows(g, data=(1, 2), reduce="sum")
+    with pytest.raises(RowsError, match="not one of"):
+        check_rows(g, data=(3,), reduce="sum")
+    with pytest.raises(RowsError, match="reduce"):
+        check_rows(g, data=(1,), reduce="max")
+
+
+def test_data_in_a_container():
+    def f(w, batch):
+        X, y = batch["X"], batch["y"]
+        return np.sum((X @ w - y) ** 2)
+    g = irad.trace(f, np.zeros(3), {"X": np.zeros((5, 3)), "y": np.zeros(5)})
+    assert check_rows(g, data=(1,), reduce="sum") == 5
+    g = irad.trace(lambda w, b: np.sum(b["X"] @ w) + np.sum(b["y"]), np.zeros(3),
+                   {"X": np.zeros((5, 3)), "y": np.zeros(6)})
+    with pytest.raises(RowsError, match="different numbers of rows"):
+        check_rows(g, data=(1,), reduce="sum")
