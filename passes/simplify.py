@@ -137,9 +137,10 @@ def _rewrite(op: Op, single: Any, negated: Any, make: Any, env: dict[int, Any]) 
         return op
     a = op.args[0]
     b = op.args[1] if len(op.args) == 2 else None
-    if op.prim == _POW and isinstance(a, Var) and _kind(a.type) == kind:
+    if op.prim == _POW:  # NOTE: only x**2; every other power stays (the add/sub folds below are not for it)
         e = b.value if isinstance(b, Const) else None
-        if (type(e) is int and e == 2) or (type(e) is float and e == 2.0 and kind == "f"):
+        if isinstance(a, Var) and _kind(a.type) == kind and \
+                ((type(e) is int and e == 2) or (type(e) is float and e == 2.0 and kind == "f")):
             return (make(_MUL, (a, a), op, out),)
         return op
     if op.prim in (_MUL, _DIV):

@@ -65,6 +65,22 @@ def test_square_near_misses_keep_pow():
     assert _simplified_prims(lambda z: z ** 2, 1.0 + 2.0j) == ["operator.pow"]
 
 
+@pytest.mark.parametrize("f", [lambda x: np.sum(2.0 ** -x), lambda x: np.sum(np.e ** -(x * x)),
+                               lambda x: np.sum(2 ** -x), lambda x: np.sum(2.0 ** (-x * x)),
+                               lambda x: np.sum(x ** -x), lambda x: np.sum(3.0 ** (x * -x))])
+def test_a_power_of_a_negation_stays_a_power(f):
+    """A power whose exponent is a negation is no sum: the add/sub folds must not touch it (they
+    once turned ``2.0 ** -x`` into ``2.0 + x``, in compiled programs only)."""
+    x = np.array([0.5, 1.2, 2.0])  # (positive: x ** -x is real)
+    prog = irad.value_and_grad(f)
+    for t in (x, x * 0.7, x + 0.1):
+        v, g = prog(t)
+        assert v == pytest.approx(f(t), rel=1e-12)
+        check_grads(f, t)
+    assert "operator.add" not in _simplified_prims(f, x) and "operator.sub" not in _simplified_prims(f, x)
+    _same_programs(f, (x,), (x * 0.7,))
+
+
 def test_times_one_is_dropped_for_numbers_not_for_arrays():
     assert _simplified_prims(lambda x: 1.0 * x + x, 3.0) == ["operator.add"]
     assert _simplified_prims(lambda x: x / 1.0 + x, 3.0) == ["operator.add"]
