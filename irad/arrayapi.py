@@ -62,6 +62,19 @@ _BINARY_SAME = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "
 _BINARY_RENAMED = {"true_divide": "divide", "power": "pow", "arctan2": "atan2", "mod": "remainder"}
 _REDUCE = ("axis", "dtype", "out", "keepdims")
 _CLIP = (("a_min", "min"), ("a_max", "max"))
+#: adapters that build one array from several and take the dtype numpy's promotion gives it
+_PROMOTING = frozenset({"array", "concat", "stack", "vstack", "hstack"})
+#: what the adapters call, beyond the core functions every namespace has
+_NEEDS = {"cumsum": ("cumulative_sum",), "cumprod": ("cumulative_prod",), "trace": ("linalg.trace",),
+          "norm": ("linalg.vector_norm", "linalg.matrix_norm"), "to_dtype": ("isdtype",),
+          "linalg_solve": ("linalg.solve",), "linalg_inv": ("linalg.inv",), "linalg_det": ("linalg.det",),
+          "linalg_slogdet": ("linalg.slogdet",), "linalg_cholesky": ("linalg.cholesky",),
+          "take_flat": ("take",), "moveaxis": ("moveaxis",), "tile": ("tile",), "repeat": ("repeat",),
+          "sort": ("sort",), "argsort": ("argsort",), "std": ("std",), "var": ("var",),
+          "mean": ("mean", "isdtype")}
+#: parameters the standard takes as Python values (an integer array constant there becomes a tuple)
+_STATIC_PARAMS = frozenset({"axis", "axes", "shape", "source", "destination", "repetitions", "n", "k", "offset",
+                            "ddof", "n_rows", "n_cols"})
 #: adapters that take numpy's positional arguments as they are (``x.reshape(2, 3)``)
 _POSITIONAL = frozenset({"reshape", "transpose", "swapaxes"})
 
@@ -125,10 +138,10 @@ def _table() -> dict[str, Entry]:
         "numpy.outer": Entry("outer", 2),
         "numpy.multiply.outer": Entry("multiply_outer", 2),
         "numpy.tensordot": Entry("tensordot", 2, ("axes",)),
-        "numpy.take_along_axis": Entry("take_along_axis", 2, ("axis",)),
-        "numpy.take": Entry("take_flat", 2, ("axis",)),
+        "numpy.take_along_axis": Entry("take_along_axis", 1, ("indices", "axis"), positional=1),
+        "numpy.take": Entry("take_flat", 1, ("indices", "axis")),
         "numpy.diff": Entry("diff", 1, ("n", "axis")),
-        "numpy.tile": Entry("tile", 1, ("repetitions",), positional=1),
+        "numpy.tile": Entry("tile", 1, ("repetitions",)),
         "numpy.repeat": Entry("repeat", 1, ("repeats", "axis")),
         "numpy.array": Entry("array", 0, ("object", "dtype"), refuse=("order", "subok", "ndmin", "like")),
         "numpy.asarray": Entry("array", 0, ("object", "dtype"), refuse=("order", "like")),
@@ -211,19 +224,11 @@ class ArrayApi:
         ``asarray`` refuses arrays inside lists)."""
         if type(object) in (list, tuple):
             if object and any(hasattr(e, "shape") or type(e) in (list, tuple) for e in object):
-                parts = [self.array(e) for e in object]
-                kinds = {self._kind(p.dtype) for p in parts}
-                if len(kinds) > 1:  # numpy promotes a mix of ints and floats; the standard's stack does not
-                    parts = [self.ns.astype(p, self.ns.float64) for p in parts]
-                out = self.ns.stack(parts)
-                return out if dtype is None else self.ns.astype(out, dtype)
+                # NOTE: the program passes the dtype numpy's promotion gives the whole (the op's type)
+                return self.ns.stack([self.array(e, dtype) for e in object])
+        if hasattr(object, "shape") and dtype is not None and object.dtype != dtype:
+            return self.ns.astype(object, dtype)
         return self.ns.asarray(object, dtype=dtype, copy=True if copy else None)
-
-    def _kind(self, d: Any) -> str:
-        for kind in ("bool", "complex floating", "real floating"):
-            if self.ns.isdtype(d, kind):
-                return kind
-        return "integral"
 
     def as_float64(self, x: Any) -> Any:
         return self.ns.asarray(x, dtype=self.ns.float64)
@@ -350,10 +355,14 @@ class ArrayApi:
     def trace(self, x: Any, offset: int = 0) -> Any:
         return self.linalg.trace(x, offset=offset)
 
-    def take_flat(self, a: Any, idx: Any, axis: Any = None) -> Any:
+    def take_flat(self, a: Any, indices: Any, axis: Any = None) -> Any:
         if axis is None:
             a, axis = self.ravel(a), 0
-        return self.ns.take(a, idx, axis=axis)
+        return self.ns.take(a, indices, axis=axis)
+
+    def tile(self, x: Any, repetitions: Any) -> Any:
+        reps = (repetitions,) if isinstance(repetitions, int) else tuple(repetitions)
+        return self.ns.tile(x, reps)
 
     def diff(self, x: Any, n: int = 1, axis: int = -1) -> Any:
         for _ in range(n):
@@ -366,21 +375,24 @@ class ArrayApi:
             x, axis = self.ravel(x), 0
         return self.ns.repeat(x, repeats, axis=axis)
 
-    def concat(self, arrays: Sequence[Any], axis: Any = 0) -> Any:
-        return self.ns.concat([self._arr(a) for a in arrays], axis=axis)
+    def concat(self, arrays: Sequence[Any], axis: Any = 0, dtype: Any = None) -> Any:
+        return self.ns.concat(self._parts(arrays, dtype), axis=axis)
 
-    def stack(self, arrays: Sequence[Any], axis: int = 0) -> Any:
-        return self.ns.stack([self._arr(a) for a in arrays], axis=axis)
+    def stack(self, arrays: Sequence[Any], axis: int = 0, dtype: Any = None) -> Any:
+        return self.ns.stack(self._parts(arrays, dtype), axis=axis)
 
-    def vstack(self, tup: Sequence[Any]) -> Any:
-        arrs = [self._arr(a) for a in tup]
-        arrs = [self.ns.reshape(a, (1, -1)) if self._ndim(a) < 2 else a for a in arrs]
+    def vstack(self, tup: Sequence[Any], dtype: Any = None) -> Any:
+        arrs = [self.ns.reshape(a, (1, -1)) if self._ndim(a) < 2 else a for a in self._parts(tup, dtype)]
         return self.ns.concat(arrs, axis=0)
 
-    def hstack(self, tup: Sequence[Any]) -> Any:
-        arrs = [self._arr(a) for a in tup]
-        arrs = [self.ns.reshape(a, (1,)) if self._ndim(a) == 0 else a for a in arrs]
+    def hstack(self, tup: Sequence[Any], dtype: Any = None) -> Any:
+        arrs = [self.ns.reshape(a, (1,)) if self._ndim(a) == 0 else a for a in self._parts(tup, dtype)]
         return self.ns.concat(arrs, axis=0 if self._ndim(arrs[0]) == 1 else 1)
+
+    def _parts(self, arrays: Sequence[Any], dtype: Any) -> list[Any]:
+        """The pieces of a concatenation, in the result's dtype (numpy promotes across kinds)."""
+        parts = [self._arr(a) for a in arrays]
+        return parts if dtype is None else [p if p.dtype == dtype else self.ns.astype(p, dtype) for p in parts]
 
     def _arr(self, a: Any) -> Any:
         return a if hasattr(a, "shape") and not isinstance(a, np.ndarray) else self.array(a)
@@ -392,7 +404,10 @@ class ArrayApi:
         return self.ns.ones_like(self._arr(x), dtype=dtype)
 
     def full_like(self, x: Any, fill_value: Any, dtype: Any = None) -> Any:
-        return self.ns.full_like(self._arr(x), fill_value, dtype=dtype)
+        x = self._arr(x)
+        if hasattr(fill_value, "shape"):  # a computed fill value: the standard's full takes Python numbers
+            return self.full(tuple(x.shape), fill_value, dtype=dtype if dtype is not None else x.dtype)
+        return self.ns.full_like(x, fill_value, dtype=dtype)
 
     def zeros(self, shape: Any, dtype: Any = None) -> Any:
         return self.ns.zeros(shape, dtype=dtype)
@@ -401,6 +416,10 @@ class ArrayApi:
         return self.ns.ones(shape, dtype=dtype)
 
     def full(self, shape: Any, fill_value: Any, dtype: Any = None) -> Any:
+        if hasattr(fill_value, "shape"):
+            v = self.ns.astype(fill_value, dtype) if dtype is not None else fill_value
+            return self.ns.asarray(self.ns.broadcast_to(v, tuple(shape) if not isinstance(shape, int) else (shape,)),
+                                   copy=True)
         return self.ns.full(shape, fill_value, dtype=dtype)
 
     def eye(self, n_rows: int, n_cols: Any = None, k: int = 0, dtype: Any = None) -> Any:
@@ -440,7 +459,14 @@ class ArrayApi:
 
     # -- irad's own helpers (irad.ops) --
     def setitem(self, a: Any, index: Any, v: Any) -> Any:
+        """``irad.ops.setitem``: ``a[index] = v`` as a new array; ``v`` is cast to ``a``'s dtype, as
+        numpy casts it."""
         out = self.ns.asarray(a, copy=True)
+        if hasattr(v, "shape"):
+            if v.dtype != out.dtype:
+                v = self.ns.astype(v, out.dtype)
+        elif type(v) in (bool, int, float, complex):
+            v = self.ns.asarray(v, dtype=out.dtype)
         out[index] = v
         return out
 
@@ -519,6 +545,7 @@ class XpEmitter(_Emitter):
         self.converted: dict[int, str] = {}  # id(numpy constant) -> its name as an xp constant
         self.keep: list[Any] = []
         self.current: Op | None = None
+        self.storing = False  # lowering the key of an assignment (``_setitem``)
 
     def _const(self, x: Any, base: str) -> str:
         n = self.converted.get(id(x))
@@ -552,6 +579,17 @@ class XpEmitter(_Emitter):
 
     def copied(self, text: str) -> str:
         return f"xp.copy({text})"
+
+    def mutable(self, value: Any) -> bool:
+        return isinstance(value, (np.ndarray, np.generic))  # (a numpy scalar becomes a 0-d array)
+
+    def index(self, a: Any) -> str:
+        if isinstance(a, Const) and a.live and isinstance(a.value, np.ndarray):
+            return self.arg(a)  # NOTE: a mask of the user's world is read at each call, as numpy reads it
+        if self.storing and isinstance(a, Var) and isinstance(a.type, ArrayT) and a.type.shape == () and \
+                a.type.dtype.startswith(("int", "uint")):
+            return f"int({self.arg(a)})"  # the standard's __setitem__ takes no 0-d array in its key
+        return super().index(a)
 
     def _array_form(self, prim: str, args: tuple[Any, ...], kws: list[tuple[str, Any]]) -> str | None:
         return None
@@ -621,13 +659,19 @@ class XpEmitter(_Emitter):
             if v is not None and v is not False and not (name == "where" and v is True) and \
                     not (name == "order" and v in ("C", "K", "A")) and not (name == "casting" and v == "unsafe"):
                 raise _refuse(op, f"its keyword {name}=")
+        self._check_namespace(op, e)
+        out_t = op.outs[0].type if len(op.outs) == 1 else None
         if e.name == "where":
+            if len(args) != 3:
+                raise _refuse(op, "np.where with one argument (np.nonzero)")
             pos = [self._as_array(args[0])] + self._cast(op, args[1:3])
         elif e.arrays >= 2:
             pos = self._cast(op, args[:e.arrays])
         else:
-            pos = [self._as_array(a) for a in args[:e.arrays]]
+            pos = [self._to_out(a, out_t) for a in args[:e.arrays]]
         rest = list(args[e.arrays:])
+        if e.name in _PROMOTING and "dtype" not in kw and isinstance(out_t, ArrayT):
+            kw["dtype"] = Const(np.dtype(out_t.dtype), None)  # type: ignore[arg-type]
         if "dtype" in kw:
             kw["dtype"] = self._dtype_arg(op, kw["dtype"])
         if e.name == "astype" and rest:
@@ -647,7 +691,8 @@ class XpEmitter(_Emitter):
             out = kw.pop("out", None)
             if out is not None and not (isinstance(out, Const) and out.value is None):
                 raise _refuse(op, "its keyword out=")
-        parts = pos + [self._static(a) for a in rest] + self.kwargs([(k, self._static_const(v)) for k, v in kw.items()])
+        parts = pos + [self._static(a) for a in rest] + \
+            self.kwargs([(k, self._static_const(v) if k in _STATIC_PARAMS else v) for k, v in kw.items()])
         return f"xp.{e.name}({', '.join(parts)})"
 
     def _static_const(self, a: Any) -> Any:
@@ -671,13 +716,18 @@ class XpEmitter(_Emitter):
         vt = v.type if isinstance(v, Var) else None
         if news and isinstance(vt, ArrayT) and not vt.scalar:
             drop = self._result_axes(items, self._ndim(a), news)
-            if drop is None or len(vt.shape) != self._result_ndim(items, self._ndim(a)):
+            if drop is None:
                 raise _refuse(op, "an assignment through an index with new axes")
-            shape = tuple(n for k, n in enumerate(vt.shape) if k not in drop)
+            offset = self._result_ndim(items, self._ndim(a)) - len(vt.shape)  # v aligns to the right
+            vdrop = {p - offset for p in drop if p >= offset}
+            if offset < 0 or any(vt.shape[k] != 1 for k in vdrop):
+                raise _refuse(op, "an assignment through an index with new axes")
+            shape = tuple(n for k, n in enumerate(vt.shape) if k not in vdrop)
             kept = tuple(b for b in items if not (isinstance(b, Const) and b.value is None))
             key = self._index_text(op, a, Const(tuple(b.value if isinstance(b, Const) else b for b in kept), None),  # type: ignore[arg-type]
                                    store=True)
-            return f"xp.setitem({self.arg(a)}, xp.index[{key}], xp.reshape({self.arg(v)}, {self.lit(shape)}))"
+            val = f"xp.reshape({self.arg(v)}, {self.lit(shape)})" if vdrop else self.arg(v)
+            return f"xp.setitem({self.arg(a)}, xp.index[{key}], {val})"
         if news:
             items = [b for b in items if not (isinstance(b, Const) and b.value is None)]
             idx = Const(tuple(b.value if isinstance(b, Const) else b for b in items), None)  # type: ignore[arg-type]
@@ -710,6 +760,27 @@ class XpEmitter(_Emitter):
             val = b.value if isinstance(b, Const) else 0
             n += 1 if val is None or type(val) is slice else (nd - consumed if val is Ellipsis else 0)
         return n + (0 if self._has_ellipsis(items) else nd - consumed)
+
+    def _to_out(self, a: Any, out_t: Any) -> str:
+        """An array operand cast to the result's dtype where numpy computes in it: ``np.sqrt`` of
+        integers is a float64 array (the standard refuses integers there)."""
+        d = self._dtype(a)
+        if isinstance(d, np.dtype) and d.kind in "biu" and isinstance(out_t, ArrayT) and out_t.dtype[:1] in "fc":
+            return f"xp.astype({self.arg(a)}, {self.lit(np.dtype(out_t.dtype))})"
+        return self._as_array(a)
+
+    def _check_namespace(self, op: Op, e: Entry) -> None:
+        """The namespace has what ``e``'s spelling calls (a standard function an older library
+        may lack): checked now, not when the program runs."""
+        ns = self.xp.ns
+        names = _NEEDS.get(e.name, ()) if hasattr(ArrayApi, e.name) else (e.name,)
+        for n in names:
+            target: Any = ns
+            for part in n.split("."):
+                target = getattr(target, part, None)
+            if target is None:
+                raise _refuse(op, f"the namespace {getattr(ns, '__name__', ns)!s} has no {n}",
+                              "compile without xp= to run this program on numpy")
 
     def _dtype_arg(self, op: Op, d: Any) -> Any:
         """A dtype argument (``float``, ``"float32"``, ``np.int64``) as this namespace's dtype."""
@@ -772,8 +843,8 @@ class XpEmitter(_Emitter):
         for a, d, text in zip(operands, ds, texts):
             if isinstance(d, np.dtype) and d.kind != target.kind and not (d.kind in "iu" and target.kind in "iu"):
                 text = f"xp.astype({self.arg(a)}, {self.lit(target)})"
-            elif isinstance(d, type) and d is not bool and target.kind == "b":
-                text = f"xp.asarray({text})"
+            elif d is bool and target.kind != "b":  # True * x: the standard takes no bool with numbers
+                text = f"int({self.arg(a)})"
             out.append(text)
         return out
 
@@ -781,8 +852,9 @@ class XpEmitter(_Emitter):
         """``a sym b``, each operand cast where numpy promotes across kinds (``_cast``), with the
         parentheses of lowering's own ``_infix`` (a cast is a call: it binds as an atom)."""
         op = self.current
-        if op is None or sym == "@":
-            return super()._infix(sym, a, b)
+        if op is None or not (isinstance(self._dtype(a), np.dtype) or isinstance(self._dtype(b), np.dtype)):
+            return super()._infix(sym, a, b)  # Python numbers stay Python numbers (no int64 overflow)
+        self._no_bool_arithmetic(op, sym, a, b)
         ta, tb = self._cast(op, (a, b))
         cast_a, cast_b = ta != self.arg(a), tb != self.arg(b)  # (a cast is a call: it binds as an atom)
         if not (cast_a or cast_b):
@@ -792,6 +864,14 @@ class XpEmitter(_Emitter):
         left = ta if cast_a else self.operand(a, need_l)
         right = tb if cast_b else self.operand(b, need_r)
         return f"{left} {sym} {right}"
+
+    def _no_bool_arithmetic(self, op: Op, sym: str, a: Any, b: Any) -> None:
+        """numpy's ``+``/``*`` of two boolean arrays are logical or/and; the standard has no
+        arithmetic on booleans: refused rather than spelled differently."""
+        da, db = self._dtype(a), self._dtype(b)
+        if sym in ("+", "-", "*", "/", "//", "%", "**") and all(
+                (isinstance(d, np.dtype) and d.kind == "b") or d is bool for d in (da, db)):
+            raise _refuse(op, "arithmetic on booleans", "write it with | and & (logical or and and)")
 
     # -- indexing --
     def _getitem(self, op: Op, x: Any, idx: Any) -> str:
@@ -816,11 +896,15 @@ class XpEmitter(_Emitter):
         items = self._index_items(idx)
         if store and any(self._int_array(a) for a in items):
             raise _refuse(op, "an assignment through an integer-array index", "assign through slices or a mask")
-        text = self.index(idx)
+        self.storing = store
+        try:
+            text = self.index(idx)
+        finally:
+            self.storing = False
         nd = self._ndim(x)
         if nd > 0 and not self._has_ellipsis(items) and not self._bool_mask(items) and \
                 (self._consumed(items) < nd or any(isinstance(a, Const) and a.value is None for a in items)):
-            text = text + ", ..." if text and text != "()" else "..."
+            text = "..." if not text or text == "()" else text + (" ..." if text.endswith(",") else ", ...")
         return text
 
     def _ndim(self, a: Any) -> int:
@@ -866,12 +950,14 @@ def lower_xp(g: Graph, ns: Any, name: str, docstring: str = "") -> Any:
 # ---- the program -----------------------------------------------------------------------------
 
 def _is_xp_array(x: Any) -> bool:
-    return type(x) is not np.ndarray and hasattr(x, "__array_namespace__") and hasattr(x, "shape")
+    return not isinstance(x, (np.ndarray, np.generic)) and hasattr(x, "__array_namespace__") and hasattr(x, "shape")
 
 
 def to_numpy(x: Any) -> np.ndarray:
     """A host copy of an array of another namespace (for the trace): DLPack where the array lives
     on the CPU, ``.get()`` for CuPy's device arrays."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.asarray(x)
     get = getattr(x, "get", None)
     if callable(get) and type(x).__module__.startswith("cupy"):
         return np.asarray(get())
@@ -933,7 +1019,12 @@ class XpProgram:
             except GuardError:
                 pass
         hit = self._compile(args, kwargs, key)
-        return self._run(hit, leaves)
+        try:
+            return self._run(hit, leaves)
+        except GuardError as e:  # NOTE: the new program fails a guard on the very call it was traced for
+            raise NamespaceError(f"xp=: the program of {getattr(self.f, '__name__', 'f')} branches otherwise on "
+                                 f"{getattr(self.ns, '__name__', self.ns)} than on numpy (at "
+                                 f"{hit[0].guard_failure(e)}); compile without xp= to run it on numpy") from None
 
     def _run(self, hit: tuple[Any, Callable[..., Any], str], leaves: list[Any]) -> Any:
         prog, fn, _ = hit

@@ -335,6 +335,10 @@ class _Emitter:
         """A copy of the array ``text`` names (a constant the caller may mutate)."""
         return f"{text}.copy()"
 
+    def mutable(self, value: Any) -> bool:
+        """Is the constant ``value``, lowered, an object the caller could update in place?"""
+        return isinstance(value, np.ndarray)
+
     # ---- statements -----------------------------------------------------------------------
 
     def op(self, op: Op) -> list[str]:
@@ -514,8 +518,7 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "",
         if dead:
             body.append("del " + ", ".join(e.var(v) for v in dead))
     # NOTE: a constant array returned to the caller is copied: the caller may mutate it
-    outs = [e.copied(e.arg(o)) if isinstance(o, Const) and isinstance(o.value, np.ndarray) else e.arg(o)
-            for o in g.outputs]
+    outs = [e.copied(e.arg(o)) if isinstance(o, Const) and e.mutable(o.value) else e.arg(o) for o in g.outputs]
     body.append("return " + (", ".join(outs) + ("," if len(outs) == 1 else "") if outs else "()"))
     src = f"def {name}({', '.join(params)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
     code = compile_source(src, f"irad-generated {name}")  # in linecache while the program lives

@@ -9,6 +9,7 @@ Functions that need numpy-only calls give a ``NamespaceError`` naming the call a
 """
 from __future__ import annotations
 
+import types
 import warnings
 
 import numpy as np
@@ -51,8 +52,9 @@ REFUSED = {
 }
 
 
-def to_xp(tree):
-    return tree_map(lambda x: xp.asarray(x) if isinstance(x, np.ndarray) else x, tree)
+def to_xp(tree, ns=None):
+    ns = xp if ns is None else ns
+    return tree_map(lambda x: ns.asarray(x) if isinstance(x, np.ndarray) else x, tree)
 
 
 def to_np(tree):
@@ -61,26 +63,55 @@ def to_np(tree):
 
 
 def assert_same(got, want, rtol=1e-12):
+    """The same structure, values and dtypes (a float32 program stays float32)."""
     lg, tg = flatten(got)
     lw, tw = flatten(want)
     assert tg == tw
     for a, b in zip(lg, lw):
+        assert np.asarray(a).dtype == np.asarray(b).dtype, (np.asarray(a).dtype, np.asarray(b).dtype)
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=1e-14)
 
 
+def _copying_namespace():
+    """array_api_strict whose ``asarray`` always copies, as a device library's copy from host
+    memory does: a program that converted a live array once would then go stale."""
+    ns = types.SimpleNamespace(**{n: getattr(xp, n) for n in dir(xp) if not n.startswith("__")})
+    ns.__name__ = "copying_array_api_strict"
+    ns.asarray = lambda obj, dtype=None, device=None, copy=None: xp.asarray(obj, dtype=dtype, device=device,
+                                                                           copy=True)
+    return ns
+
+
+COPYING = _copying_namespace()
+
+
+def _compat_numpy():
+    try:
+        import array_api_compat.numpy as compat
+    except ImportError:  # pragma: no cover -- in the test extra
+        return []
+    return [pytest.param(compat, id="compat_numpy")]
+
+
+#: array_api_strict, and array-api-compat's numpy wrapper: the same wrapper code as its CuPy one,
+#: which is how a CuPy user gets a namespace that follows the standard
+NAMESPACES = [pytest.param(xp, id="strict")] + _compat_numpy()
+
+
+@pytest.mark.parametrize("ns", NAMESPACES)
 @pytest.mark.parametrize("case", DIFF_CASES, ids=[c.name for c in DIFF_CASES])
-def test_corpus_on_array_api_strict(case):
+def test_corpus_on_namespaces(case, ns):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         args = case.make_args(np.random.default_rng(0))
         ref = irad.compile(case.fn, *args, argnums=case.argnums)
         if case.name in REFUSED:
             with pytest.raises(NamespaceError) as e:
-                irad.compile(case.fn, *to_xp(args), argnums=case.argnums, xp=xp)
+                irad.compile(case.fn, *to_xp(args, ns), argnums=case.argnums, xp=ns)
             msg = str(e.value)
             assert REFUSED[case.name] in msg and "functions.py:" in msg and "xp=" in msg, msg
             return
-        prog = irad.compile(case.fn, *to_xp(args), argnums=case.argnums, xp=xp)
+        prog = irad.compile(case.fn, *to_xp(args, ns), argnums=case.argnums, xp=ns)
         assert "np." not in prog.source
         for seed in (1, 2):  # the second and third calls of the same object
             fresh = case.make_args(np.random.default_rng(seed))
@@ -88,9 +119,9 @@ def test_corpus_on_array_api_strict(case):
                 want = ref(*fresh)
             except Exception as err:  # noqa: BLE001 -- the xp program must raise what numpy raises
                 with pytest.raises(type(err)):
-                    prog(*to_xp(fresh))
+                    prog(*to_xp(fresh, ns))
                 continue
-            got = to_np(prog(*to_xp(fresh)))
+            got = to_np(prog(*to_xp(fresh, ns)))
             assert_same(got, want, rtol=1e-10)
 
 
@@ -169,9 +200,10 @@ def weighted(x):
     return np.sum(WEIGHTS * x ** 2)
 
 
-def test_live_array_updated_in_place_is_read_at_each_call():
+@pytest.mark.parametrize("ns", [xp, COPYING], ids=["strict", "copying"])
+def test_live_array_updated_in_place_is_read_at_each_call(ns):
     x = np.array([0.5, -1.0, 2.0])
-    prog = irad.compile(weighted, xp.asarray(x), xp=xp)
+    prog = irad.compile(weighted, xp.asarray(x), xp=ns)
     prog(xp.asarray(x))
     WEIGHTS[1] = 10.0
     try:
@@ -180,6 +212,36 @@ def test_live_array_updated_in_place_is_read_at_each_call():
         np.testing.assert_allclose(g, 2 * WEIGHTS * x)
     finally:
         WEIGHTS[1] = 2.0
+
+
+MASK = np.array([True, False, True, False, False])
+
+
+def masked(x):
+    y = x.copy()
+    y[MASK] = 0.0
+    return np.sum(y ** 2) + np.sum(np.sin(x))
+
+
+@pytest.mark.parametrize("ns", [xp, COPYING], ids=["strict", "copying"])
+def test_live_mask_in_an_index_is_read_at_each_call(ns):
+    x = np.arange(1.0, 6.0)
+    prog = irad.compile(masked, xp.asarray(x), xp=ns)
+    prog(xp.asarray(x))
+    MASK[:] = [False, True, False, True, True]
+    try:
+        assert_same(to_np(prog(xp.asarray(x))), irad.value_and_grad(masked)(x))
+    finally:
+        MASK[:] = [True, False, True, False, False]
+
+
+def test_a_constant_result_is_a_fresh_array_each_call():
+    prog = irad.compile(lambda x: np.sum(np.ones(2)), xp.asarray(np.ones(3)), xp=COPYING)
+    assert "return xp.copy(" in prog.source  # the value is a constant of the program
+    v, _ = prog(xp.asarray(np.ones(3)))
+    v += 100.0
+    v2, _ = prog(xp.asarray(np.ones(3)))
+    assert float(v2) == 2.0
 
 
 def branchy(x):
@@ -271,3 +333,63 @@ def test_promotion_across_kinds_as_numpy(f):
     v, g = to_np(prog(xp.asarray(x2), xp.asarray(k)))
     np.testing.assert_allclose(v, f(x2, k), rtol=1e-12)
     np.testing.assert_allclose(g, numerical_vjp(f, (x2, k), 1.0)[0], rtol=1e-6, atol=1e-8)
+
+
+K_INT = np.array([[1, 2, 0], [0, 1, 3]])
+
+
+def _set_bools(x):
+    y = np.zeros(3)
+    y[1:] = x[:2] > 0
+    return np.sum(y * x)
+
+
+def _set_new_axis(x):
+    y = np.zeros((3, 4))
+    y[None, 1] = x[None, 0] * np.ones(4)
+    return np.sum(y * y)
+
+
+#: numpy semantics the standard spells otherwise (each once a wrong value or a run-time error)
+SEMANTICS = {
+    "argmax_index": (lambda x, k: x[np.argmax(x)] * 2.0, "f"),
+    "int_matmul": (lambda x, k: np.sum(K_INT @ x), "f"),
+    "take_const": (lambda x, k: np.sum(np.take(k, np.array([0, 2])) * x[:2]), "f"),  # (a gather's pullback
+    "take_along": (lambda x, k: np.sum(np.take_along_axis(k[None], np.array([[0, 1]]), axis=1) * x[:2]), "f"),  # scatters)
+    "tile_int_reps": (lambda x, k: np.sum(np.tile(x, 2) ** 2), "f"),
+    "full_like_traced": (lambda x, k: np.sum(np.full_like(x, x[0]) * x), "f"),
+    "sqrt_of_ints": (lambda x, k: np.sum(x * np.sqrt(k)), "f"),
+    "std_of_ints": (lambda x, k: np.sum(x) * np.std(k), "f"),
+    "stack_kinds": (lambda x, k: np.sum(np.stack([x, k]) ** 2), "f"),
+    "true_times_x": (lambda x, k: np.sum(True * x), "f"),
+    "set_bools": (lambda x, k: _set_bools(x), "f"),
+    "set_new_axis": (lambda x, k: _set_new_axis(x), "f"),
+    "array_int_bool": (lambda x, k: np.sum(x) * (np.array([k[0], True])[0] * 10 ** 17 + 1 - k[0] * 10 ** 17), "f"),
+    "python_int_power": (lambda x, n: np.sum(x) * (n * n * n * n) * 1e-20, "n"),
+    "python_floordiv": (lambda x, n: np.sum(x) * (n // 2) + np.sum(x) * (n / 3), "n"),
+    "float32_with_python_float": (lambda x, s: np.sum(x * (s * 2)), "s"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEMANTICS))
+def test_numpy_semantics(name):
+    f, second = SEMANTICS[name]
+    x = np.array([0.5, -1.0, 2.0], dtype=np.float32 if second == "s" else np.float64)
+    other = {"f": np.array([1, 2, 3]), "n": 100000, "s": 1.5}[second]
+    conv = (lambda a: xp.asarray(a)) if second == "f" else (lambda a: a)
+    prog = irad.compile(f, xp.asarray(x), conv(other), xp=xp)
+    for t in (x, x * 1.5 + 0.25):  # the second and third calls
+        t = t.astype(x.dtype)
+        want = irad.value_and_grad(f)(t, other)
+        assert_same(to_np(prog(xp.asarray(t), conv(other))), want, rtol=1e-6 if second == "s" else 1e-12)
+
+
+def test_numpy_scalar_argument():
+    prog = irad.compile(lambda x, s: np.sum(x * s), xp.asarray(np.ones(3)), np.float64(2.0), xp=xp)
+    assert_same(to_np(prog(xp.asarray(np.arange(3.0)), np.float64(3.0))), (9.0, np.full(3, 3.0)))
+
+
+@pytest.mark.parametrize("f", [lambda x: np.sum(x * ((x > 0) + (x > 1))), lambda x: np.sum(x) * len(np.where(x > 0)[0])])
+def test_numpy_spellings_without_a_standard_form_are_refused(f):
+    with pytest.raises(NamespaceError, match="xp=.*test_xp.py:"):
+        irad.compile(f, xp.asarray(np.array([0.5, -1.0, 2.0])), xp=xp)
