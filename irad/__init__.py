@@ -24,8 +24,9 @@ __all__ = ["Const", "Graph", "GuardError", "IradError", "NoRuleError", "Op", "Pr
 
 
 def __getattr__(name: str) -> object:
-    """``irad.onnx`` on first use: it needs the optional ``onnx`` package (``pip install 'irad[onnx]'``)."""
-    if name == "onnx":
+    """``irad.onnx`` and ``irad.dask`` on first use: they need optional packages (``pip install
+    'irad[onnx]'``, ``'irad[dask]'``)."""
+    if name in ("onnx", "dask"):
         import importlib
-        return importlib.import_module("irad.onnx")
+        return importlib.import_module(f"irad.{name}")
     raise AttributeError(f"module 'irad' has no attribute {name!r}")

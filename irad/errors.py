@@ -80,3 +80,9 @@ class NamespaceError(IradError, TypeError):
     """``irad.compile(..., xp=namespace)``: the program calls something the array API standard
     has no form of (a numpy-only function, a rule implemented in numpy); the message names the
     call and the user's line."""
+
+
+class ShipError(IradError, TypeError):
+    """``irad.dask``: a compiled chunk program holds a constant that plain ``pickle`` cannot send
+    to a worker (a lambda, a local class, an open file); the message names it and the line of the
+    loss that uses it."""

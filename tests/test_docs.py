@@ -30,7 +30,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 BLOCK = re.compile(r"```python\n(?P<code>.*?)```\n(?:(?P<gap>\n?)```text\n(?P<text>.*?)```\n)?", re.S)
 SKIP = "# not run"
 # docs of optional extras (pip install irad[onnx], irad[arrays], irad[dask])
-NEEDS = {"onnx_import.md": ("onnx", "onnxruntime", "scipy"), "arrays.md": ("array_api_strict",)}
+NEEDS = {"onnx_import.md": ("onnx", "onnxruntime", "scipy"), "arrays.md": ("array_api_strict",),
+         "dask.md": ("dask",)}
 
 
 def run_doc(path: Path) -> list[tuple[re.Match[str], str]]:
