@@ -31,7 +31,7 @@ import dask.array as da
 
 from . import api
 from .errors import GradError, GuardError, MutationError, ShipError
-from .rows import check_rows
+from .rows import check_rows, probe_rows
 from .signature import call_key
 from .weakcache import compile_source
 
@@ -381,6 +381,7 @@ class DaskValueAndGrad:
         prog = api.compile(self.loss, *cargs, argnums=self.argnums)
         self.traces += 1
         self._refuse(prog, data)
+        probe_rows(self.loss, cargs, data, self.reduce, nums, self.site)
         _, leaves, slots = self._shared_leaves(args, nums, data, [(c.shape, c.dtype) for c in chunks])
         where = {pos: j for j, pos in enumerate(slots)}
         dyn = range(len(leaves)) if prog.dyn_pos is None else prog.dyn_pos

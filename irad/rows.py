@@ -1004,3 +1004,69 @@ def _scaled(exps: frozenset[int]) -> str:
     if len(exps) == 1:
         return f"its sum over rows is scaled by {powers} (n the row count): neither a sum (n**0) nor a mean (n**-1)"
     return f"its sums over rows are scaled by different powers of the row count n ({powers})"
+
+
+# ---- a numerical probe, behind the proof ------------------------------------------------------
+
+#: rows of a chunk the probe evaluates the loss on (two halves of its first rows)
+PROBE_ROWS = 2048
+#: how far apart (relatively) the loss of the rows and the combination of its halves' may be
+PROBE_RTOL = 1e-8
+
+
+def probe_rows(loss: Callable[..., Any], args: Sequence[Any], data: Sequence[int], reduce: str,
+               argnums: Sequence[int], fname: str = "loss", seed: int = 0) -> None:
+    """Raise ``RowsError`` unless ``loss`` evaluated (with numpy, no irad) on the first rows of a
+    chunk equals the combination of its values on their two halves: ``f(A∪B) = f(A) + f(B)``
+    for ``"sum"``, ``n·f(A∪B) = n_A·f(A) + n_B·f(B)`` for ``"mean"``.
+
+    ``check_rows`` proves the form of a trace but reads the row count only where it appears as a
+    constant; the trace folds ``lam / (2 * len(X))`` into one number it cannot trace back to ``n``.
+    The probe catches such a loss from its values, at the call's parameters and at perturbed ones
+    (a regulariser vanishes at ``w = 0``).  It can only refuse, never accept: a loss whose
+    evaluation fails or is not finite on the probe's rows is left to the proof.
+    """
+    n = min(PROBE_ROWS, min(np.shape(args[i])[0] for i in data))
+    if n < 2:
+        return
+    m = n // 2
+    rng = np.random.default_rng(seed)
+    for params in (list(args), _perturbed(args, argnums, rng)):
+        def at(lo: int, hi: int) -> float | None:
+            cargs = list(params)
+            for i in data:
+                cargs[i] = np.asarray(args[i])[lo:hi]
+            try:
+                with np.errstate(all="ignore"):
+                    v = complex(np.asarray(loss(*cargs)).reshape(()))
+            except Exception:  # noqa: BLE001 -- the probe only refuses; a failure leaves it to the proof
+                return None
+            return v.real if v.imag == 0 and math.isfinite(v.real) else None
+
+        whole, a, b = at(0, n), at(0, m), at(m, n)
+        if whole is None or a is None or b is None:
+            continue
+        combined = a + b if reduce == "sum" else (m * a + (n - m) * b) / n
+        scale = abs(whole) + abs(a) + abs(b)
+        if abs(combined - whole) > PROBE_RTOL * scale + 1e-300:
+            what = "sum" if reduce == "sum" else "row-count weighted mean"
+            raise RowsError(f"{fname}: the loss of {n} rows ({whole!r}) is not the {what} of its values on their "
+                            f"two halves ({a!r}, {b!r} -> {combined!r}), so chunks cannot be combined; a term may "
+                            f"depend on the row count in a way the trace does not show (lam / (2 * len(X)) is one "
+                            f"constant in the trace), or the loss mixes rows. {_HINT}")
+
+
+def _perturbed(args: Sequence[Any], argnums: Sequence[int], rng: np.random.Generator) -> list[Any]:
+    """``args`` with the float leaves of the differentiated arguments moved by about their size."""
+    from .pytree import tree_map
+
+    def move(x: Any) -> Any:
+        if isinstance(x, float):
+            return x + (abs(x) + 0.1) * float(rng.standard_normal())
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+            return x + (np.abs(x) + 0.1) * rng.standard_normal(x.shape).astype(x.dtype)
+        return x
+    out = list(args)
+    for a in argnums:
+        out[a] = tree_map(move, args[a])
+    return out

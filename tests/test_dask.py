@@ -334,9 +334,15 @@ def summed_with_a_regulariser(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> An
     return np.sum((X @ w - y) ** 2) + np.sum(w * w)  # under "sum": counted once per chunk
 
 
+def regulariser_over_n(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> Any:
+    lam = 0.5
+    return np.mean((X @ w - y) ** 2) + lam / (2 * len(X)) * np.sum(w * w)  # lam/(2n): one constant in the trace
+
+
 @pytest.mark.parametrize("loss, reduce", [(sorts_a_column, "mean"), (standardises, "mean"),
-                                          (median_residual, "mean"), (summed_with_a_regulariser, "sum")],
-                         ids=["sort", "standardise", "median", "sum-regulariser"])
+                                          (median_residual, "mean"), (summed_with_a_regulariser, "sum"),
+                                          (regulariser_over_n, "mean")],
+                         ids=["sort", "standardise", "median", "sum-regulariser", "regulariser-over-n"])
 def test_a_loss_that_mixes_rows_is_refused(loss: Callable[..., Any], reduce: str) -> None:
     X, y, _ = make_data()
     Xd, yd = chunked(X, y, rows=300)

@@ -446,3 +446,46 @@ def test_data_in_a_container():
                    {"X": np.zeros((5, 3)), "y": np.zeros(6)})
     with pytest.raises(RowsError, match="different numbers of rows"):
         check_rows(g, data=(1,), reduce="sum")
+
+
+# ---- the numerical probe: what the proof cannot see --------------------------------------------
+
+from irad.rows import probe_rows  # noqa: E402
+
+
+def _reg_folded(w, X, y):
+    lam = 0.3
+    return np.mean((X @ w - y) ** 2) + (lam / (2 * len(X))) * np.sum(w ** 2)  # one constant in the trace
+
+
+def _sqrt_n(w, X, y):
+    return np.sum((X @ w - y) ** 2) / np.sqrt(len(X))
+
+
+def _n_minus_one(w, X, y):
+    return np.sum((X @ w - y) ** 2) / (len(X) - 1)
+
+
+@pytest.mark.parametrize("f, reduce", [(_reg_folded, "mean"), (_sqrt_n, "mean"), (_sqrt_n, "sum"),
+                                       (_n_minus_one, "mean"), (_n_minus_one, "sum")])
+def test_probe_refuses_what_the_row_count_hides_in(f, reduce):
+    """The proof takes these constants for plain numbers; the probe's values show the loss of all
+    rows is not the combination of its halves'."""
+    r = np.random.default_rng(0)
+    w, X, y = np.zeros(3), r.standard_normal((40, 3)), r.standard_normal(40)
+    try:
+        check_rows(irad.trace(f, w, X, y), (1, 2), reduce)
+    except RowsError:
+        pass  # (the proof may refuse some of them too; the probe must refuse them all)
+    with pytest.raises(RowsError, match="two halves"):
+        probe_rows(f, (w, X, y), (1, 2), reduce, (0,))
+
+
+@pytest.mark.parametrize("f, reduce", [
+    (lambda w, X, y: np.mean((X @ w - y) ** 2) + 0.1 * np.sum(w ** 2), "mean"),
+    (lambda w, X, y: np.sum(np.logaddexp(0.0, -(2 * y - 1) * (X @ w))), "sum"),
+    (lambda w, X, y: np.sum((X @ w - y) ** 2) / len(X), "mean")])
+def test_probe_accepts_decomposable_losses(f, reduce):
+    r = np.random.default_rng(1)
+    w, X, y = r.standard_normal(3), r.standard_normal((41, 3)), (r.random(41) > 0.5).astype(float)
+    probe_rows(f, (w, X, y), (1, 2), reduce, (0,))
