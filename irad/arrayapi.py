@@ -656,8 +656,10 @@ class XpEmitter(_Emitter):
         for name in e.refuse:
             v = kw.pop(name, None)
             v = v.value if isinstance(v, Const) else v
+            # NOTE: order= of a reshape reorders the elements; of a copy, it only lays them out
+            layout_only = ("C", "K", "A") if e.name not in ("reshape", "ravel") else ("C",)
             if v is not None and v is not False and not (name == "where" and v is True) and \
-                    not (name == "order" and v in ("C", "K", "A")) and not (name == "casting" and v == "unsafe"):
+                    not (name == "order" and v in layout_only) and not (name == "casting" and v == "unsafe"):
                 raise _refuse(op, f"its keyword {name}=")
         self._check_namespace(op, e)
         out_t = op.outs[0].type if len(op.outs) == 1 else None
