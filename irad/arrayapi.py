@@ -22,6 +22,7 @@ which may be updated in place, DESIGN §7) is copied at each call, so updates ar
 from __future__ import annotations
 
 import operator
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -986,6 +987,7 @@ class XpProgram:
     def __init__(self, f: Callable[..., Any], argnums: Any, passes: Any, holomorphic: bool, ns: Any) -> None:
         self.f, self.argnums, self.passes, self.holomorphic, self.ns = f, argnums, passes, holomorphic, ns
         self._programs: dict[Any, tuple[Any, Callable[..., Any], str]] = {}
+        self._lock = threading.Lock()  # NOTE: threads may call one program; the cache is changed under it
         self.program: Any = None  # the numpy Program of the latest trace
         self.source = ""
 
@@ -1054,9 +1056,10 @@ class XpProgram:
                                  "(compile it without xp=)")
         low = lower_xp(prog.graph, self.ns, f"{fname}_grad", docstring=prog.fn.__doc__ or "")
         hit = (prog, low.fn, low.source)
-        if len(self._programs) >= 8:  # NOTE: bounded like irad's own program caches
-            self._programs.pop(next(iter(self._programs)))
-        self._programs[key] = hit
+        with self._lock:
+            if len(self._programs) >= 8:  # NOTE: bounded like irad's own program caches
+                self._programs.pop(next(iter(self._programs)))
+            self._programs[key] = hit
         self.program, self.source = prog, low.source
         return hit
 
