@@ -393,3 +393,18 @@ def test_numpy_scalar_argument():
 def test_numpy_spellings_without_a_standard_form_are_refused(f):
     with pytest.raises(NamespaceError, match="xp=.*test_xp.py:"):
         irad.compile(f, xp.asarray(np.array([0.5, -1.0, 2.0])), xp=xp)
+
+
+def test_threads_share_one_program():
+    """Threads call one compiled object with arguments of two shapes: every answer is its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    prog = irad.compile(loss, *to_xp(data(20)), xp=xp)
+    sets = [data(n, seed=s) for s in range(6) for n in (20, 9)]
+
+    def run(args):
+        return to_np(prog(*to_xp(args))), irad.value_and_grad(loss)(*args)
+
+    with ThreadPoolExecutor(4) as pool:
+        for got, want in pool.map(run, sets * 3):
+            assert_same(got, want)
