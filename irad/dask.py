@@ -33,6 +33,7 @@ from . import api
 from .errors import GradError, GuardError, MutationError, ShipError
 from .rows import check_rows, probe_rows
 from .signature import call_key
+from .trace import trace_values
 from .weakcache import compile_source
 
 __all__ = ["ChunkSpec", "DaskValueAndGrad", "ShipError", "value_and_grad"]
@@ -121,7 +122,7 @@ class ChunkSpec:
         return ChunkSpec, (self.name, self.plan, self.payload, self.digest)
 
     def __dask_tokenize__(self) -> str:
-        return self.digest
+        return f"{self.digest}-{self.plan}"
 
     def function(self) -> Callable[..., Any]:
         fn = self.fn
@@ -380,7 +381,7 @@ class DaskValueAndGrad:
             cargs[i] = c
         prog = api.compile(self.loss, *cargs, argnums=self.argnums)
         self.traces += 1
-        self._refuse(prog, data)
+        self._refuse(prog, nums, data, cargs)
         probe_rows(self.loss, cargs, data, self.reduce, nums, self.site)
         _, leaves, slots = self._shared_leaves(args, nums, data, [(c.shape, c.dtype) for c in chunks])
         where = {pos: j for j, pos in enumerate(slots)}
@@ -390,8 +391,11 @@ class DaskValueAndGrad:
         plan = tuple((True, where[i]) if i in where else (False, i) for i in dyn)
         return _Entry(prog, build_spec(prog, plan, self.site))
 
-    def _refuse(self, prog: api.Program, data: tuple[int, ...]) -> None:
-        """Losses whose chunk-by-chunk sum would not be their value on the whole data."""
+    def _refuse(self, prog: api.Program, nums: tuple[int, ...], data: tuple[int, ...], cargs: list[Any]) -> None:
+        """Losses whose chunk-by-chunk sum would not be their value on the whole data.  The
+        proof compares the chunk's trace with a trace on the chunk stacked with itself (twice
+        the rows): the constants that differ between the two are the ones the row count made
+        (``len(X)`` is a number in a trace), whatever their values."""
         if prog.writeback or prog.setattrs:
             raise MutationError(f"{self.__name__}: the loss updates an argument, an array of the world or an "
                                 "attribute; chunks run on workers, where such an update would be lost",
@@ -400,7 +404,13 @@ class DaskValueAndGrad:
             raise GradError(f"{self.__name__}: the loss draws random numbers; each chunk would draw from its own "
                             "copy of the generator (the same numbers in every chunk, and yours never advances); "
                             f"draw them outside and pass them as a data argument\n  at {self.site}")
-        check_rows(prog.forward, data, self.reduce, self.site)
+        twice = list(cargs)
+        for i in data:
+            twice[i] = np.concatenate([cargs[i], cargs[i]])
+        with np.errstate(all="ignore"):  # NOTE: traced as irad.compile traces (ints are inputs), to align
+            g2, tracer, _ = trace_values(self.loss, tuple(twice), {}, deep=frozenset(nums))
+        tracer.values.clear()
+        check_rows(prog.forward, data, self.reduce, self.site, g2=g2)
 
     def _guard_error(self, entries: dict[int, _Entry]) -> GuardError:
         where = sorted({loc for entry in entries.values() for loc in entry.prog.guard_locations()})

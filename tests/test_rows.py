@@ -16,7 +16,8 @@ import irad
 from irad.errors import RowsError
 from irad.rows import check_rows
 
-NS = (5, 7)
+#: row counts of the traced chunks (with 1 or 2 rows only two traces tell the powers of n apart)
+NS = (1, 2, 5, 7)
 
 
 def _data(n: int, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -34,23 +35,47 @@ def _combined(f, params, X, y, reduce: str) -> float:
     return total
 
 
-def accepts(f, params, X, y, reduce: str) -> None:
-    g = irad.trace(f, params, X, y)
-    assert check_rows(g, data=(1, 2), reduce=reduce, fname=f.__name__) == len(X)
+def _traces(f, params, X, y):
+    """The trace of ``f`` and its trace on the data stacked with itself (``2n`` rows), the
+    parameters unchanged, as ``irad.dask`` makes them for ``check_rows(..., g2=...)``."""
+    with np.errstate(all="ignore"):  # (a loss divided by len(X) - 1, traced on one row)
+        return irad.trace(f, params, X, y), irad.trace(f, params, np.concatenate([X, X]), np.concatenate([y, y]))
+
+
+def _one_trace_tells(X, one: bool | None) -> bool:
+    """Is ``check_rows`` with one trace expected to decide as with two?  It guesses the powers of
+    ``n`` by value: with 1 or 2 rows, the numbers 1, 2 and 0.5 in these losses look like them."""
+    return len(X) > 2 if one is None else one
+
+
+def accepts(f, params, X, y, reduce: str, *, one: bool | None = None) -> None:
+    """Accepted with two traces (and, if ``one``, with one), and right numerically."""
+    one = _one_trace_tells(X, one)
+    g, g2 = _traces(f, params, X, y)
+    assert check_rows(g, data=(1, 2), reduce=reduce, fname=f.__name__, g2=g2) == len(X)
+    if one:
+        assert check_rows(g, data=(1, 2), reduce=reduce, fname=f.__name__) == len(X)
     np.testing.assert_allclose(_combined(f, params, X, y, reduce), f(params, X, y), rtol=1e-10, atol=1e-12)
 
 
-def refuses(f, params, X, y, reduce: str, *, prim: str | None = None, marker: str | None = None) -> str:
-    g = irad.trace(f, params, X, y)
-    with pytest.raises(RowsError) as info:
-        check_rows(g, data=(1, 2), reduce=reduce, fname=f.__name__)
-    msg = str(info.value)
-    assert f.__name__ in msg
-    if prim is not None:
-        assert prim in msg, msg
-    if marker is not None:
-        assert f"{os.path.basename(__file__)}:{_line_of(f, marker)}" in msg, msg
-    return msg
+def refuses(f, params, X, y, reduce: str, *, prim: str | None = None, marker: str | None = None,
+            one: bool | None = None) -> str:
+    """Refused with two traces (and, if ``one``, with one), the message naming ``prim`` and the
+    line of ``marker``; returns the two traces' message."""
+    one = _one_trace_tells(X, one)
+    g, g2 = _traces(f, params, X, y)
+    msgs = []
+    for second in ((g2, None) if one else (g2,)):
+        with pytest.raises(RowsError) as info:
+            check_rows(g, data=(1, 2), reduce=reduce, fname=f.__name__, g2=second)
+        msg = str(info.value)
+        assert f.__name__ in msg
+        if prim is not None:
+            assert prim in msg, msg
+        if marker is not None:
+            assert f"{os.path.basename(__file__)}:{_line_of(f, marker)}" in msg, msg
+        msgs.append(msg)
+    return msgs[0]
 
 
 def _line_of(f, marker: str) -> int:
@@ -318,6 +343,8 @@ def unknown_op(w, X, y):
 ])
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 def test_mixing_rows(f, prim, n, reduce):
+    if f is some_rows and n < 3:
+        pytest.skip("some_rows picks rows 0 to 2")
     rng = np.random.default_rng(n)
     X, y = _data(n, 3, rng)
     marker = next(ln.split("# <- ")[1].strip() for ln in inspect.getsource(f).splitlines() if "# <- " in ln)
@@ -448,6 +475,227 @@ def test_data_in_a_container():
         check_rows(g, data=(1,), reduce="sum")
 
 
+# ---- two traces: the powers of the row count from how constants change -------------------------
+
+LAM = 0.3  # a module constant: lam / (2 * len(X)) is one number in the trace
+N_TOTAL = 10  # the total row count, hard-coded
+
+
+def _rows(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X, y = _data(n, 3, rng)
+    return rng.standard_normal(3), X, y
+
+
+def folded_reg_arg(params, X, y):
+    w, lam = params
+    return np.mean((X @ w - y) ** 2) + lam * (1.0 / len(X)) * (w @ w)  # <- reg
+
+
+def folded_reg_module(w, X, y):
+    return np.mean((X @ w - y) ** 2) + LAM / (2 * len(X)) * np.sum(w ** 2)  # <- reg
+
+
+def box_penalty(w, X, y):
+    return np.mean((X @ w - y) ** 2) + (1 / len(X)) * np.sum(np.maximum(np.abs(w) - 10, 0) ** 2)  # <- reg
+
+
+def over_sqrt_n(w, X, y):
+    return np.sum((X @ w - y) ** 2) / np.sqrt(len(X))  # <- n
+
+
+def over_n_plus_one(w, X, y):
+    return np.sum((X @ w - y) ** 2) / (len(X) + 1)  # <- n
+
+
+def over_n_minus_one(w, X, y):
+    return np.sum((X @ w - y) ** 2) / (len(X) - 1)  # <- n
+
+
+def clipped_by_n(w, X, y):
+    return np.sum(np.clip(X @ w - y, -len(X), len(X)))  # <- n
+
+
+def first_five(w, X, y):
+    return np.sum((X[:5] @ w - y[:5]) ** 2)  # <- rows
+
+
+def filled_by_n(w, X, y):
+    return np.mean((X @ w - y) ** 2) + np.sum(np.full(len(X), w[0]))  # <- fill
+
+
+def spread_over_n(w, X, y):
+    return np.sum((X @ w - y)[:, None] * np.ones(len(X)))  # <- spread: n times the sum
+
+
+def spread_over_zeros(w, X, y):
+    return np.sum((X @ w - y)[:, None] + np.zeros((1, len(X))))  # <- spread: n times the sum
+
+
+def test_regularisers_divided_by_the_row_count_are_refused():
+    """One trace folds ``lam / len(X)`` into one number, which it took for a plain constant; the
+    second trace shows it halve with twice the rows, whatever ``lam`` (0.0 too)."""
+    w, X, y = _rows(5)
+    for lam in (0.3, 0.0):  # (lam an argument: an input of the trace, its value unknown to the proof)
+        msg = refuses(folded_reg_arg, (w, lam), X, y, "mean", prim="operator.add", marker="# <- reg", one=False)
+        assert "scaled by the row count" in msg
+    for f in (folded_reg_module, box_penalty):
+        msg = refuses(f, w, X, y, "mean", prim="operator.add", marker="# <- reg", one=False)
+        assert "scaled by the row count" in msg
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("f", [over_sqrt_n, over_n_plus_one, over_n_minus_one])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_other_functions_of_the_row_count_are_refused(f, n, reduce):
+    w, X, y = _rows(n)
+    msg = refuses(f, w, X, y, reduce, prim="operator.truediv", marker="# <- n", one=False)
+    assert "neither n nor 1/n" in msg
+
+
+@pytest.mark.parametrize("f, prim", [(clipped_by_n, "numpy.clip"), (first_five, "operator.getitem"),
+                                     (filled_by_n, "numpy.full"), (spread_over_n, "operator.mul"),
+                                     (spread_over_zeros, "operator.add")])
+def test_the_row_count_where_no_rule_follows_it(f, prim):
+    """The row count as a clip bound, a slice bound equal to it (``X[:5]`` of 5 rows), a size, or
+    the length of an axis other than the rows'."""
+    w, X, y = _rows(5)
+    refuses(f, w, X, y, "sum" if f is not filled_by_n else "mean", prim=prim, marker="# <-", one=False)
+
+
+def mean_plus_scaled(w, X, y):
+    return np.mean((X @ w - y) ** 2) + np.sum(w ** 2) / len(X)  # <- reg
+
+
+def test_one_row_chunks():
+    """With one row, n**k is 1 for every k: one trace cannot tell a sum from a mean; two can."""
+    w, X, y = _rows(1)
+    refuses(mean_plus_scaled, w, X, y, "mean", prim="operator.add", marker="# <- reg", one=False)
+    assert "not a mean" in refuses(least_squares, w, X, y, "mean", marker="return", one=False)
+    assert "not a sum" in refuses(mse_len, w, X, y, "sum", marker="return", one=False)
+    refuses(over_n_plus_one, w, X, y, "sum", prim="operator.truediv", marker="# <- n", one=False)
+    for f, reduce in ((mse_len, "mean"), (logistic_l2, "mean"), (hinge_mean, "mean"), (least_squares, "sum")):
+        accepts(f, w, X, y, reduce)
+    big_w, big_X, big_y = _rows(6)  # (the loss of 6 rows is the mean of its one-row chunks')
+    whole = logistic_l2(big_w, big_X, big_y)
+    np.testing.assert_allclose(np.mean([logistic_l2(big_w, big_X[i:i + 1], big_y[i:i + 1]) for i in range(6)]),
+                               whole, rtol=1e-12)
+
+
+def sum_over_ten(w, X, y):
+    return np.sum((X @ w - y) ** 2) / 10  # 10: a plain number, even with 10 rows
+
+
+def tempered(w, X, y):
+    z = (X @ w) / 10  # a temperature
+    return np.sum(np.logaddexp(0, -(2 * y - 1) * z))
+
+
+def tempered_mean(w, X, y):
+    return np.mean(np.logaddexp(0, -(2 * y - 1) * (X @ w) / 10))
+
+
+def signs(w, X, y):
+    return np.sum(np.logaddexp(0, -(2 * y - 1) * (X @ w)))  # 2 and 1: numbers, even with 2 rows
+
+
+def halved(w, X, y):
+    return 0.5 * np.sum((X @ w - y) ** 2)  # 0.5: a number, even with 2 rows
+
+
+def halved_reg(w, X, y):
+    return np.mean((X @ w - y) ** 2) + 0.5 * np.sum(w ** 2)
+
+
+def over_total(w, X, y):
+    return np.sum((X @ w - y) ** 2) / N_TOTAL
+
+
+@pytest.mark.parametrize("f, reduce, n", [
+    (sum_over_ten, "sum", 10), (tempered, "sum", 10), (tempered, "sum", 5), (tempered_mean, "mean", 10),
+    (tempered_mean, "mean", 5), (signs, "sum", 2), (halved, "sum", 2), (over_total, "sum", N_TOTAL),
+])
+def test_constants_equal_to_the_row_count_are_numbers(f, reduce, n):
+    """One trace took these constants for the row count (and refused the loss); the second trace
+    shows they do not change with it."""
+    w, X, y = _rows(n)
+    accepts(f, w, X, y, reduce, one=False)
+    with pytest.raises(RowsError):
+        check_rows(irad.trace(f, w, X, y), (1, 2), reduce)
+
+
+def test_a_number_equal_to_one_over_the_row_count():
+    w, X, y = _rows(2)
+    accepts(halved_reg, w, X, y, "mean")
+
+
+def uniform_weights(w, X, y):
+    return np.full(len(X), 1 / len(X)) @ (X @ w - y) ** 2  # a mean, written as weights
+
+
+def whole_slice(w, X, y):
+    return np.sum((X[:len(X)] @ w - y[:, None][:len(X), 0]) ** 2)
+
+
+def reshaped(w, X, y):
+    return np.sum((X.reshape(len(X), -1) @ w - y.reshape(len(X))) ** 2)
+
+
+def test_sizes_of_the_row_count():
+    """Arrays and slices sized by the row count: their sizes grow with it, their values tell."""
+    w, X, y = _rows(5)
+    accepts(uniform_weights, w, X, y, "mean", one=False)
+    assert "not a sum" in refuses(uniform_weights, w, X, y, "sum", one=False)
+    for f in (whole_slice, reshaped, bias_column, ones_weights):
+        accepts(f, w, X, y, "sum")
+    accepts(softmax_ce, np.random.default_rng(0).standard_normal((3, 4)), X, y, "mean")
+
+
+def looped(w, X, y):
+    total = 0.0
+    for i in range(len(X)):
+        total = total + (X[i] @ w - y[i]) ** 2  # <- loop
+    return total
+
+
+def branch_on_n(w, X, y):
+    if len(X) > 6:
+        return np.sum((X @ w - y) ** 2)
+    return np.sum(np.abs(X @ w - y))  # <- branch
+
+
+@pytest.mark.parametrize("f", [looped, branch_on_n])
+def test_structure_depends_on_the_row_count(f):
+    w, X, y = _rows(5)
+    msg = refuses(f, w, X, y, "sum", marker="# <-", one=False)
+    assert "structure depends on the number of rows" in msg
+
+
+def test_second_trace_must_stack_the_data():
+    w, X, y = _rows(5)
+    g = irad.trace(least_squares, w, X, y)
+    with pytest.raises(RowsError, match="second trace"):
+        check_rows(g, (1, 2), "sum", g2=g)
+    with pytest.raises(RowsError, match="second trace"):
+        check_rows(g, (1, 2), "sum", g2=irad.trace(lambda w, X, y: np.sum(X @ w) + np.sum(y), w,
+                                                   np.concatenate([X, X]), y))
+    with pytest.raises(RowsError, match="second trace"):
+        check_rows(g, (1, 2), "sum", g2=irad.trace(least_squares, np.zeros(4), np.zeros((10, 4)), np.zeros(10)))
+    g, g2 = _traces(least_squares, w, X, y)
+    assert check_rows(g, (1, 2), "sum", g2=g2) == 5
+
+
+def test_data_in_a_container_two_traces():
+    def f(w, batch):
+        return np.sum((batch["X"] @ w - batch["y"]) ** 2) / len(batch["y"])
+    w, X, y = _rows(5)
+    g = irad.trace(f, w, {"X": X, "y": y})
+    g2 = irad.trace(f, w, {"X": np.concatenate([X, X]), "y": np.concatenate([y, y])})
+    assert check_rows(g, (1,), "mean", g2=g2) == 5
+    with pytest.raises(RowsError, match="not a sum"):
+        check_rows(g, (1,), "sum", g2=g2)
+
+
 # ---- the numerical probe: what the proof cannot see --------------------------------------------
 
 from irad.rows import probe_rows  # noqa: E402
@@ -476,7 +724,10 @@ def test_probe_refuses_what_the_row_count_hides_in(f, reduce):
     try:
         check_rows(irad.trace(f, w, X, y), (1, 2), reduce)
     except RowsError:
-        pass  # (the proof may refuse some of them too; the probe must refuse them all)
+        pass  # (the proof with one trace may refuse some of them too; the probe must refuse them all)
+    g, g2 = _traces(f, w, X, y)
+    with pytest.raises(RowsError):  # (with two traces, the proof refuses them all)
+        check_rows(g, (1, 2), reduce, g2=g2)
     with pytest.raises(RowsError, match="two halves"):
         probe_rows(f, (w, X, y), (1, 2), reduce, (0,))
 
@@ -489,3 +740,14 @@ def test_probe_accepts_decomposable_losses(f, reduce):
     r = np.random.default_rng(1)
     w, X, y = r.standard_normal(3), r.standard_normal((41, 3)), (r.random(41) > 0.5).astype(float)
     probe_rows(f, (w, X, y), (1, 2), reduce, (0,))
+
+
+def test_probe_accepts_float32_losses():
+    """float32 rounds at ~1e-7: the halves' combination differs from the whole by that much."""
+    r = np.random.default_rng(2)
+    w = r.standard_normal(8).astype(np.float32)
+    X = r.standard_normal((2048, 8)).astype(np.float32)
+    y = (r.random(2048) > 0.5).astype(np.float32)
+    for reduce, f in (("mean", lambda w, X, y: np.mean(np.logaddexp(0, X @ w) - y * (X @ w))),
+                      ("sum", lambda w, X, y: np.sum((X @ w - y) ** 2))):
+        probe_rows(f, (w, X, y), (1, 2), reduce, (0,))
