@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import loops
 from . import ops as irad_ops
 from .errors import GradError, NoRuleError
 from .ir import (STATE, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, collector_paused, const, is_differentiable,
@@ -151,9 +152,13 @@ def _reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], seed: str, ou
     # forward sweep: rule_fwd for ops on the path, everything else as it was
     states: dict[int, tuple[Rule, Var]] = {}
     fwd_ops: dict[int, Op] = {}  # the forward op as differentiated (keywords made positional)
+    scans: dict[int, Any] = {}  # loop ops: what their reverse loop needs (irad.loops)
     for k, op in enumerate(g.ops):
         if not on_path[k]:
             b.ops.append(op)
+            continue
+        if op.prim == loops.LOOP_PRIM:
+            scans[k] = _loop_forward(b, op, active, useful)
             continue
         if any(v.id in active for _, a in op.kwargs for _, v in _var_paths(a, ())):
             pre = registry.lookup(op.fn, tuple(map_atoms(a, b.get) for a in op.args))
@@ -201,6 +206,9 @@ def _reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], seed: str, ou
 
     # backward sweep
     for k in range(len(g.ops) - 1, -1, -1):
+        if k in scans:
+            _loop_backward(b, scans[k], cot)
+            continue
         if k not in states:
             continue
         op = fwd_ops[k]
@@ -537,3 +545,212 @@ def _no_rule(op: Op, args: list[Any]) -> NoRuleError:
         f"        def pullback(ybar): return (...,)   # one cotangent per positional argument\n"
         f"        return y, pullback\n"
         f"  or mark it irad.non_differentiable({op.prim}).")
+
+
+# ---- loops: a forward loop that also stacks the step's residuals, then a reverse loop ----------------
+
+
+@dataclass
+class _Scan:
+    op: Op  # the loop op as traced
+    loop: "loops.Loop"  # its forward step, with the residuals as extra ys
+    active_carries: list[int]
+    seeded: list[int]  # body output positions (in the forward step's order) whose cotangent the step reads
+    bwd: Graph  # (residuals..., ybar...) -> cotangents of the wrt body inputs
+    wrt: list[int]  # body input positions differentiated
+    res_src: list[tuple[str, Any]]  # per residual of ``bwd``: ("inv", atom) | ("xs", slot) | ("slot", outs)
+    useful_ys: list[int]
+
+
+def _body_activity(body: Graph, act_in: set[int]) -> set[int]:
+    """Which of ``body``'s values depend differentiably on the inputs at positions ``act_in``."""
+    active = {body.inputs[i].id for i in act_in if is_differentiable(body.inputs[i].type)}
+    for op in body.ops:
+        if op.outs and not registry.is_nondiff(op.fn) and any(v.id in active for v in op.inputs):
+            active.update(o.id for o in op.outs if is_differentiable(o.type))
+    return active
+
+
+def _loop_forward(b: _Builder, op: Op, active: set[int], useful: set[int]) -> _Scan:
+    """Differentiate the step once (on the first iteration's values), optimise it with the default
+    passes, split it into forward and backward steps, and emit the forward loop, whose extra ys
+    are what the backward step reads."""
+    from . import passes as irad_passes  # NOTE: the step is a graph of its own: it goes through the pipeline
+    from .api import split
+    loop = loops.loop_of(op)
+    body, nc, ni = loop.body, loop.n_carry, loop.n_inv
+    init, inv, xs = op.args
+    outer_in = list(init) + list(inv) + list(xs)
+
+    def is_active(a: Any) -> bool:
+        return any(isinstance(v, Var) and v.id in active for v in (a if isinstance(a, tuple) else (a,)))
+
+    act_in = {i for i, a in enumerate(outer_in) if is_active(a)}
+    while True:  # a carry is active once its start or its update depends on the differentiated values
+        act = _body_activity(body, act_in)
+        more = {c for c in range(nc) if isinstance(body.outputs[c], Var) and body.outputs[c].id in act}
+        if more <= act_in:
+            break
+        act_in |= more
+    active_carries = [c for c in range(nc) if c in act_in and is_differentiable(body.inputs[c].type)]
+    wrt = [i for i in sorted(act_in) if is_differentiable(body.inputs[i].type)]
+    ys_outs = _ys_groups(loop, op)
+    useful_ys = [j for j, outs in enumerate(ys_outs) if any(o.id in useful for o in outs)]
+    order = list(range(nc)) + [nc + j for j in useful_ys]
+    order += [nc + j for j in range(len(loop.ys_kinds)) if j not in useful_ys]
+    stepped = body.replace(outputs=tuple(body.outputs[i] for i in order))
+    i0 = loop.n - 1 if loop.reverse else 0  # the first iteration run
+    first = [b.get(a) for a in list(init) + list(inv)]
+    first += [b.get(x[i0]) if kind == "each" else b.get(x)[i0] for kind, x in zip(loop.xs_kinds, xs)]
+    vals = loops.values_of(stepped, first)
+    jb = reverse(stepped, vals, wrt, seed="input", outputs=nc + len(useful_ys))
+    opt = irad_passes.run(jb.graph, None)
+    fwd_b, bwd_b, _ = split(jb, opt)
+    n_out = len(stepped.outputs)
+    inputs = {v.id: i for i, v in enumerate(body.inputs)}
+    res_src: list[tuple[str, Any]] = []
+    extra: list[Any] = []  # residuals the forward step must hand on, per iteration
+    for r in fwd_b.outputs[n_out:]:
+        i = inputs.get(r.id) if isinstance(r, Var) else None
+        if i is not None and nc <= i < nc + ni:
+            res_src.append(("inv", inv[i - nc]))
+        elif i is not None and i >= nc + ni:
+            res_src.append(("xs", i - nc - ni))
+        else:
+            res_src.append(("slot", len(extra)))
+            extra.append(r)
+    back = [0] * n_out  # forward-step outputs back in the loop's own order
+    for pos, i in enumerate(order):
+        back[i] = pos
+    step = fwd_b.replace(outputs=tuple(fwd_b.outputs[back[i]] for i in range(n_out)) + tuple(extra),
+                         name=body.name)
+    fl = loops.Loop(step, loop.n, nc, ni, loop.xs_kinds, loop.ys_kinds + ("each",) * len(extra), loop.reverse)
+    result = fl([b.get(a) for a in init], [b.get(a) for a in inv],
+                [tuple(b.get(x) for x in a) if kind == "each" else b.get(a) for kind, a in zip(loop.xs_kinds, xs)])
+    res_outs = []
+    base = len(op.outs)
+    for j, r in enumerate(extra):
+        for i in range(loop.n):
+            res_outs.append(b.new(result[base + j * loop.n + i], f"r{j}"))
+    b.ops.append(loops.make_op(fl, init, inv, xs, op.outs + tuple(res_outs), op.loc))
+    for j, _ in enumerate(extra):
+        res_src_outs = tuple(res_outs[j * loop.n:(j + 1) * loop.n])
+        res_src[[k for k, (kind, v) in enumerate(res_src) if kind == "slot" and v == j][0]] = ("slot", res_src_outs)
+    seeded = [order[p] for p in jb.seed_outputs]
+    return _Scan(op, fl, active_carries, seeded, bwd_b, wrt, res_src, useful_ys)
+
+
+def _ys_groups(loop: "loops.Loop", op: Op) -> list[list[Var]]:
+    """The loop op's outs for each of its ys: n of them (``each``) or the stacked one."""
+    groups, at = [], loop.n_carry
+    for kind in loop.ys_kinds:
+        width = 1 if kind == "stack" else loop.n
+        groups.append(list(op.outs[at: at + width]))
+        at += width
+    return groups
+
+
+def _zero_for(b: _Builder, v: Var) -> Var:
+    z = irad_ops.zeros_like(b.val[v.id])
+    return b.emit(irad_ops.zeros_like, (v,), z, _hint(v) + "_bar", "irad.ops.zeros_like")
+
+
+def _loop_backward(b: _Builder, sc: _Scan, cot: dict[int, Any]) -> None:
+    """The reverse loop: carries are the carries' cotangents and the invariants' running sums; it
+    reads the residuals and the ys' cotangents per iteration, and makes the xs' cotangents."""
+    op, loop, bwd = sc.op, sc.loop, sc.bwd
+    body = loop.body
+    nc, ni = loop.n_carry, loop.n_inv
+    init, inv, xs = op.args
+    n_res = len(sc.res_src)
+    res_in, ybar_in = bwd.inputs[:n_res], bwd.inputs[n_res:]
+    ids = max([v.id for v in bwd.inputs] + [o.id for o2 in bwd.ops for o in o2.outs] + [0]) + 1
+
+    def fresh(t: Any, hint: str) -> Var:
+        nonlocal ids
+        ids += 1
+        return Var(ids, t, hint)
+
+    grad_of = dict(zip(sc.wrt, bwd.outputs))
+    seeds = dict(zip(sc.seeded, ybar_in))  # body output position -> the bwd step's cotangent input
+    # the reverse step's inputs
+    cbar = [seeds.get(c) or fresh(body.outputs[c].type if isinstance(body.outputs[c], Var) else typeof(
+        body.outputs[c].value), "c_bar") for c in sc.active_carries]
+    inv_wrt = [i for i in sc.wrt if nc <= i < nc + ni]
+    acc = [fresh(body.inputs[i].type, _hint(body.inputs[i]) + "_acc") for i in inv_wrt]
+    r_inv = [(v, a) for v, (kind, a) in zip(res_in, sc.res_src) if kind == "inv"]
+    r_xs = [(v, a) for v, (kind, a) in zip(res_in, sc.res_src) if kind in ("xs", "slot")]
+    y_seeded = [p for p in sc.seeded if p >= nc]
+    ops = list(bwd.ops)
+    acc_out = []
+    for v, i in zip(acc, inv_wrt):
+        gi = grad_of[i]
+        s_ = fresh(v.type, v.hint)
+        ops.append(Op("operator.add", (v, gi), (), (s_,), operator.add, op.loc))
+        acc_out.append(s_)
+    xs_wrt = [i for i in sc.wrt if i >= nc + ni]
+    rb_in = cbar + acc + [v for v, _ in r_inv] + [v for v, _ in r_xs] + [seeds[p] for p in y_seeded]
+    rb_out = [grad_of[c] for c in sc.active_carries] + acc_out + [grad_of[i] for i in xs_wrt]
+    rb = Graph(body.name + "_bar", tuple(rb_in), tuple(ops), tuple(rb_out))
+    xs_kinds: list[str] = []
+    outer_xs: list[Any] = []
+    for kind, a in sc.res_src:
+        if kind == "xs":
+            xs_kinds.append(loop.xs_kinds[a])
+            outer_xs.append(xs[a])
+        elif kind == "slot":
+            xs_kinds.append("each")
+            outer_xs.append(a)
+    groups = _ys_groups(loop, op)
+    for p in y_seeded:
+        j = p - nc
+        kind = loop.ys_kinds[j]
+        outs = groups[j]
+        if kind == "stack":
+            xs_kinds.append("stack")
+            outer_xs.append(cot.get(outs[0].id) or _zero_for(b, outs[0]))
+        else:
+            zero = None
+            col = []
+            for o in outs:
+                c = cot.get(o.id)
+                if c is None:
+                    zero = zero or _zero_for(b, o)
+                    c = zero
+                col.append(c)
+            xs_kinds.append("each")
+            outer_xs.append(tuple(col))
+    ys_kinds = tuple(loop.xs_kinds[i - nc - ni] for i in xs_wrt)
+    rl = loops.Loop(rb, loop.n, len(cbar) + len(acc), len(r_inv), tuple(xs_kinds), ys_kinds, not loop.reverse)
+    r_init: list[Any] = []
+    for c in sc.active_carries:
+        o = op.outs[c]
+        r_init.append(cot.get(o.id) or _zero_for(b, o))
+    for i in inv_wrt:
+        r_init.append(_zero_for(b, inv[i - nc]))
+    r_inv_outer = [a for _, a in r_inv]
+    result = rl([b.get(a) for a in r_init], [b.get(a) for a in r_inv_outer],
+                [tuple(b.get(x) for x in a) if kd == "each" else b.get(a) for kd, a in zip(xs_kinds, outer_xs)])
+    outs = [b.new(v, "loop_bar") for v in result]
+    b.ops.append(loops.make_op(rl, r_init, r_inv_outer, outer_xs, outs, op.loc))
+    # hand the cotangents on
+    for c, o in zip(sc.active_carries, outs):
+        a = init[c]
+        if isinstance(a, Var):
+            _accumulate(b, cot, a, _fit(b, o, a, op.loc))
+    for i, o in zip(inv_wrt, outs[len(cbar):]):
+        a = inv[i - nc]
+        if isinstance(a, Var):
+            _accumulate(b, cot, a, _fit(b, o, a, op.loc))
+    at = len(cbar) + len(acc)
+    for i, kind in zip(xs_wrt, ys_kinds):
+        a = xs[i - nc - ni]
+        if kind == "stack":
+            if isinstance(a, Var):
+                _accumulate(b, cot, a, _fit(b, outs[at], a, op.loc))
+            at += 1
+        else:
+            for x in a:
+                if isinstance(x, Var):
+                    _accumulate(b, cot, x, _fit(b, outs[at], x, op.loc))
+                at += 1

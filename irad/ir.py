@@ -521,6 +521,8 @@ def format_graph(g: Graph) -> str:
         if op.loc is not None:
             text = f"{text:<44} # {op.loc}"
         body.append(text)
+        if op.prim == "irad.loop":  # the step, nested and indented under its loop
+            body.extend("      " + ln for ln in format_graph(op.kw("_loop").body).splitlines())
     outs = [_fmt_arg(o, namer) for o in g.outputs]
     out_types = [str(o.type) for o in g.outputs]
     params = ", ".join(f"{v}: {v.type}" for v in g.inputs)
@@ -574,6 +576,8 @@ def verify(g: Graph) -> Graph:
             defined[o.id] = o
         if op.fn is None:
             fail(f"op {op.prim} has no callable", i)
+        if op.prim == "irad.loop":
+            _verify_loop(op, fail, i)
     for o in g.outputs:
         if isinstance(o, Var):
             if o.id not in defined:
@@ -583,6 +587,31 @@ def verify(g: Graph) -> Graph:
         elif not isinstance(o, Const):
             fail(f"output {o!r} is not an atom", len(g.ops))
     return g
+
+
+def _verify_loop(op: Op, fail: Callable[[str, int], None], i: int) -> None:
+    """A loop op's step is a graph of its own, closed over its inputs, and its outs have the step's types."""
+    loop = op.kw("_loop")
+    body = loop.body
+    try:
+        verify(body)
+    except VerifyError as e:
+        fail(f"the body of {loop!r} does not verify: {e}", i)
+    init, inv, xs = op.args
+    nc, ni = loop.n_carry, loop.n_inv
+    if (len(init), len(inv), len(xs)) != (nc, ni, len(loop.xs_kinds)) or \
+            len(body.inputs) != nc + ni + len(xs) or len(body.outputs) != nc + len(loop.ys_kinds):
+        fail(f"{loop!r}: its arguments do not match its body's inputs and outputs", i)
+    want = [o.type for o in body.outputs[:nc]]
+    for kind, o in zip(loop.ys_kinds, body.outputs[nc:]):
+        if kind == "stack":
+            t = o.type
+            want.append(ArrayT(getattr(t, "dtype", "float64" if t == FLOAT else "complex128"),
+                               (loop.n,) + tuple(getattr(t, "shape", ()))))
+        else:
+            want.extend([o.type] * loop.n)
+    if [o.type for o in op.outs] != want:
+        fail(f"{loop!r}: its outs are typed {[str(o.type) for o in op.outs]}, its body makes {[str(t) for t in want]}", i)
 
 
 @contextlib.contextmanager

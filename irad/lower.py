@@ -28,6 +28,7 @@ import numpy as np
 from . import log
 from .errors import GuardError
 from .effects import is_impure_prim
+from .loops import LOOP_PRIM
 from .ir import GUARD_PRIMS, ArrayT, Const, Graph, Op, OpaqueT, ScalarT, Var
 from .pytree import flatten
 from .weakcache import compile_source
@@ -143,6 +144,8 @@ class _Emitter:
         #: Var id -> (expression, precedence) of a temporary written into its one reader (``inline_plan``)
         self.inlined: dict[int, tuple[str, int]] = {}
         self.prec = _ATOM  # the precedence of the expression ``call`` returned last
+        #: Var id -> (list, index) of a loop's per-iteration out (``ys[3]``)
+        self.listed: dict[int, tuple[str, int]] = {}
 
     # ---- names ----------------------------------------------------------------------------
 
@@ -341,6 +344,80 @@ class _Emitter:
 
     # ---- statements -----------------------------------------------------------------------
 
+    def sequence(self, atoms: tuple[Any, ...]) -> str:
+        """A name for the per-iteration atoms of a loop's ``each`` input: the list an earlier loop
+        filled with exactly these values, a namespace tuple of constants, or a tuple display."""
+        first = self.listed.get(atoms[0].id) if atoms and isinstance(atoms[0], Var) else None
+        if first is not None and first[1] == 0 and all(
+                isinstance(a, Var) and self.listed.get(a.id) == (first[0], i) for i, a in enumerate(atoms)):
+            return first[0]
+        if all(isinstance(a, Const) and not a.live for a in atoms):
+            return self.obj(tuple(a.value for a in atoms), "xs")
+        return "(" + ", ".join(self.arg(a) for a in atoms) + ",)"
+
+    def loop(self, op: Op, loc: str) -> list[str]:
+        """``irad.loop``: a Python ``for`` over the iterations with the step written inline."""
+        loop = op.kw("_loop")
+        body, nc, ni, n = loop.body, loop.n_carry, loop.n_inv, loop.n
+        init, inv, xs = op.args
+        outer_init = [self.arg(a) for a in init]
+        outer_inv = [self.arg(a) for a in inv]
+        outer_xs = [self.sequence(a) if kind == "each" else self.arg(a) for kind, a in zip(loop.xs_kinds, xs)]
+        lines: list[str] = []
+        srcs = []
+        for text in outer_xs:  # each source once, by name
+            if _is_name(text):
+                srcs.append(text)
+            else:
+                tmp = self.fresh("xs")
+                lines.append(f"{tmp} = {text}")
+                srcs.append(tmp)
+        ys_lists = []
+        for kind, o in zip(loop.ys_kinds, body.outputs[nc:]):
+            name = self.fresh("ys")
+            ys_lists.append(name)
+            if kind == "stack":
+                t = o.type
+                dtype = getattr(t, "dtype", "complex128" if t == ScalarT("complex") else "float64")
+                shape = (n,) + tuple(getattr(t, "shape", ()))
+                lines.append(f"{name} = np.empty({self.lit(shape)}, {self.obj(np.dtype(dtype), 'dtype')})")
+            else:
+                lines.append(f"{name} = [None] * {n}")
+        saved = (self.names, self.inlined, self.listed)
+        self.names, self.inlined, self.listed = {}, {}, {}
+        try:
+            cnames = [self.var(v) for v in body.inputs[:nc]]
+            inames = [self.var(v) for v in body.inputs[nc:nc + ni]]
+            xnames = [self.var(v) for v in body.inputs[nc + ni:]]
+            i = self.fresh("i")
+            if nc:
+                lines.append(f"{', '.join(cnames)}, = {', '.join(outer_init)},")
+            lines.extend(f"{a} = {b}" for a, b in zip(inames, outer_inv))
+            rng = f"range({n} - 1, -1, -1)" if loop.reverse else f"range({n})"
+            lines.append(f"for {i} in {rng}:{loc}  # {_comment(repr(loop))}")
+            step = [f"{x} = {src}[{i}]" for x, src in zip(xnames, srcs)]
+            keep = {v.id for v in body.inputs} | {o.id for o in body.outputs if isinstance(o, Var)}
+            step += statements(self, body, keep)
+            step += [f"{name}[{i}] = {self.arg(o)}" for name, o in zip(ys_lists, body.outputs[nc:])]
+            if nc:
+                step.append(f"{', '.join(cnames)}, = {', '.join(self.arg(o) for o in body.outputs[:nc])},")
+            lines.extend("    " + ln for ln in step)
+        finally:
+            self.names, self.inlined, self.listed = saved
+        for name, o in zip(cnames, op.outs[:nc]):
+            self.names[o.id] = name
+        at = nc
+        for kind, name in zip(loop.ys_kinds, ys_lists):
+            if kind == "stack":
+                self.names[op.outs[at].id] = name
+                at += 1
+                continue
+            for k in range(n):
+                self.names[op.outs[at + k].id] = f"{name}[{k}]"
+                self.listed[op.outs[at + k].id] = (name, k)
+            at += n
+        return lines
+
     def op(self, op: Op) -> list[str]:
         loc = f"  # {_comment(str(op.loc))}" if op.loc is not None else ""
         if op.loc is not None and op.loc.func.startswith("pullback of"):
@@ -374,6 +451,8 @@ class _Emitter:
             tmp = self.fresh("y")
             return [f"{tmp}, {self.var(s)} = {rhs}  # {_comment(rule.name)}",
                     f"{', '.join(self.var(y) for y in ys)}, = _leaves({tmp})", f"del {tmp}"]
+        if op.prim == LOOP_PRIM:
+            return self.loop(op, loc)
         if op.prim in ("pullback", "call_pullback"):
             rule = op.kw("_rule")
             f = self.obj(op.fn, _hint(op.fn, "pullback"))
@@ -475,17 +554,9 @@ def _hashable(x: Any) -> bool:
         return False
 
 
-def lower(g: Graph, name: str | None = None, *, docstring: str = "",
-          emitter: Callable[[Graph, list[str]], _Emitter] = _Emitter) -> Lowered:
-    """Compile ``g`` to a Python function ``name(*inputs) -> tuple(outputs)``.  ``docstring``
-    becomes the function's ``__doc__`` as a value: it is never part of the source.  ``emitter``:
-    how ops are spelled (``irad.arrayapi`` spells them for another array namespace)."""
-    guard_names: list[str] = []
-    e = emitter(g, guard_names)
-    name = e.fresh(name or g.name)
-    params = [e.var(v) for v in g.inputs]
-
-    keep = {o.id for o in g.outputs if isinstance(o, Var)} | {v.id for v in g.inputs}
+def statements(e: _Emitter, g: Graph, keep: set[int]) -> list[str]:
+    """The statements computing ``g``'s ops (not its return), with temporaries written into their
+    one reader and arrays freed after their last use; ``keep``: Var ids never freed."""
     into = inline_plan(g, keep)
     at = list(range(len(g.ops)))  # where each op's value is computed: an inlined one in its reader
     for i in sorted(into, reverse=True):
@@ -495,6 +566,8 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "",
         for v in op.inputs:
             last_use[v.id] = max(last_use.get(v.id, -1), at[i])
     inlined_outs = {g.ops[i].outs[0].id for i in into}
+    # a loop's outs per iteration live in its lists (``ys[i]``): never freed one by one
+    listed = {o.id for op in g.ops if op.prim == LOOP_PRIM for o in op.outs[op.kw("_loop").n_carry:]}
     dying: dict[int, list[Var]] = {}
     for i, op in enumerate(g.ops):
         for o in op.outs:
@@ -503,7 +576,7 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "",
     defined = {o.id: o for op in g.ops for o in op.outs}
     for vid, i in last_use.items():
         v = defined.get(vid)
-        if v is not None and vid not in keep and vid not in inlined_outs and (
+        if v is not None and vid not in keep and vid not in inlined_outs and vid not in listed and (
                 isinstance(v.type, ArrayT) and not v.type.scalar or v.type == OpaqueT("state")):
             dying.setdefault(i, []).append(v)
 
@@ -517,6 +590,21 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "",
         dead = dying.get(i)
         if dead:
             body.append("del " + ", ".join(e.var(v) for v in dead))
+    return body
+
+
+def lower(g: Graph, name: str | None = None, *, docstring: str = "",
+          emitter: Callable[[Graph, list[str]], _Emitter] = _Emitter) -> Lowered:
+    """Compile ``g`` to a Python function ``name(*inputs) -> tuple(outputs)``.  ``docstring``
+    becomes the function's ``__doc__`` as a value: it is never part of the source.  ``emitter``:
+    how ops are spelled (``irad.arrayapi`` spells them for another array namespace)."""
+    guard_names: list[str] = []
+    e = emitter(g, guard_names)
+    name = e.fresh(name or g.name)
+    params = [e.var(v) for v in g.inputs]
+
+    keep = {o.id for o in g.outputs if isinstance(o, Var)} | {v.id for v in g.inputs}
+    body = statements(e, g, keep)
     # NOTE: a constant array returned to the caller is copied: the caller may mutate it
     outs = [e.copied(e.arg(o)) if isinstance(o, Const) and e.mutable(o.value) else e.arg(o) for o in g.outputs]
     body.append("return " + (", ".join(outs) + ("," if len(outs) == 1 else "") if outs else "()"))

@@ -1,0 +1,533 @@
+"""Loops as one op: ``irad.loop``, a scan over a sub-Graph, and ``reroll``, which finds them.
+
+A traced Python loop arrives unrolled: n copies of one step.  ``reroll`` finds runs of
+consecutive blocks of ops that are the same step (same callables, types, locations and
+attributes; values flowing only from the block before) and replaces each run by one op::
+
+    %c, %y0, ..., %yn = irad.loop[body(n=50)]((%c0,), (%W,), ($ts, %rows))
+
+whose ``Loop`` holds the step as a Graph ``(carry..., invariant..., x...) -> (carry..., y...)``.
+Each ``x`` is either one atom per iteration (``each``) or an array whose rows are the
+iterations (``stack``: ``X[t]`` for consecutive ``t``); each ``y`` is one out per iteration
+(``each``) or one stacked array (``stack``).  Nothing is re-rolled that would not be exact: a
+block that reads a value from two iterations back, an impure op, an opaque value, an int that
+changes between iterations (it could shape the program) all leave the run unrolled.
+
+Reverse mode (``irad.ad``) turns a loop op into a forward loop that also stacks what the
+backward needs, and a reverse loop over the step's pullback; lowering writes a Python ``for``.
+``unroll`` turns loop ops back into straight-line ops for consumers that want them.
+"""
+from __future__ import annotations
+
+import contextlib
+import operator
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from .effects import is_impure_prim
+from .ir import ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, bind_outputs, map_atoms, typeof
+
+LOOP_PRIM = "irad.loop"
+LOOP_T = OpaqueT("loop")
+#: runs shorter than this many iterations, or covering fewer ops, stay unrolled: a loop there
+#: costs more (Python's loop, the stacking) than it saves
+MIN_TRIPS = 3
+MIN_OPS = 12
+
+
+@dataclass
+class Config:
+    """``reroll``: grad, value_and_grad and vjp re-roll loops before differentiating (on by default)."""
+
+    reroll: bool = True
+
+
+#: owned by this module; tests and users switch re-rolling off with ``irad.loops.CONFIG.reroll = False``
+CONFIG = Config()
+
+
+@contextlib.contextmanager
+def rerolling(on: bool) -> Iterator[None]:
+    """Switch re-rolling on or off for a block (a test of what unrolled programs do)."""
+    was = CONFIG.reroll
+    CONFIG.reroll = on
+    try:
+        yield
+    finally:
+        CONFIG.reroll = was
+
+
+#: how many later occurrences of an op's signature are tried as the period of a run
+_TRIES = 6
+
+
+@dataclass(frozen=True, eq=False)
+class Loop:
+    """One scan: ``body`` is ``(carry..., invariant..., x...) -> (carry..., y...)``, run ``n`` times
+    (from the last iteration to the first when ``reverse``).  Compared by identity; ``key`` is the
+    structural identity (two iterations of an outer loop hold equal inner loops)."""
+
+    body: Graph
+    n: int
+    n_carry: int
+    n_inv: int
+    xs_kinds: tuple[str, ...]
+    ys_kinds: tuple[str, ...]
+    reverse: bool = False
+
+    def __repr__(self) -> str:
+        return f"{self.body.name}(n={self.n}{', reverse' if self.reverse else ''})"
+
+    @property
+    def key(self) -> Any:
+        return (self.n, self.n_carry, self.n_inv, self.xs_kinds, self.ys_kinds, self.reverse, canonical(self.body))
+
+    def order(self) -> range:
+        return range(self.n - 1, -1, -1) if self.reverse else range(self.n)
+
+    def __call__(self, init: Sequence[Any], inv: Sequence[Any], xs: Sequence[Any]) -> tuple[Any, ...]:
+        nc = self.n_carry
+        carry = list(init)
+        cols: list[list[Any]] = [[None] * self.n for _ in self.ys_kinds]
+        for i in self.order():
+            outs = run(self.body, carry + list(inv) + [x[i] for x in xs])
+            carry = outs[:nc]
+            for col, y in zip(cols, outs[nc:]):
+                col[i] = y
+        result = list(carry)
+        for kind, col in zip(self.ys_kinds, cols):
+            if kind == "stack":
+                result.append(np.stack(col))
+            else:
+                result.extend(col)
+        return tuple(result)
+
+
+def run(g: Graph, inputs: Sequence[Any]) -> list[Any]:
+    """``ir.evaluate`` without its error decoration (a loop body's guard names its own op)."""
+    return [map_atoms(a, _getter(env)) for env in [values_of(g, inputs)] for a in g.outputs]
+
+
+def values_of(g: Graph, inputs: Sequence[Any]) -> dict[int, Any]:
+    """Every value of ``g`` run on ``inputs``: Var id -> value."""
+    env: dict[int, Any] = {v.id: x for v, x in zip(g.inputs, inputs)}
+    get = _getter(env)
+    for op in g.ops:
+        assert op.fn is not None
+        r = op.fn(*[map_atoms(a, get) for a in op.args],
+                  **{k: map_atoms(a, get) for k, a in op.kwargs if k[0] != "_"})
+        bind_outputs(op, r, env)
+    return env
+
+
+def _getter(env: dict[int, Any]) -> Any:
+    return lambda a: env[a.id] if isinstance(a, Var) else a.value
+
+
+def loop_of(op: Op) -> Loop:
+    return op.kw("_loop")
+
+
+def make_op(loop: Loop, init: Sequence[Any], inv: Sequence[Any], xs: Sequence[Any], outs: Sequence[Var],
+            loc: Any = None) -> Op:
+    return Op(LOOP_PRIM, (tuple(init), tuple(inv), tuple(xs)), (("_loop", Const(loop, LOOP_T)),), tuple(outs),
+              loop, loc, True)
+
+
+# ---- structure ----------------------------------------------------------------------------------
+
+
+def atoms(op: Op) -> list[Any]:
+    """The atoms of an op's arguments, in one fixed order (positional, then keyword values)."""
+    found: list[Any] = []
+    for a in op.args:
+        _walk(a, found)
+    for _, a in op.kwargs:
+        _walk(a, found)
+    return found
+
+
+def _walk(a: Any, found: list[Any]) -> None:
+    if isinstance(a, (Var, Const)):
+        found.append(a)
+    elif type(a) in (tuple, list):
+        for x in a:
+            _walk(x, found)
+    elif type(a) is dict:
+        for x in a.values():
+            _walk(x, found)
+
+
+def with_atoms(op: Op, new: Sequence[Any], outs: tuple[Var, ...] | None = None) -> Op:
+    """``op`` with its atoms replaced, in ``atoms`` order."""
+    it = iter(new)
+
+    def put(a: Any) -> Any:
+        return next(it)
+
+    args = tuple(map_atoms(a, put) for a in op.args)
+    kwargs = tuple((k, map_atoms(a, put)) for k, a in op.kwargs)
+    return Op(op.prim, args, kwargs, op.outs if outs is None else outs, op.fn, op.loc, op.unpack)
+
+
+def _shape_of(a: Any) -> Any:
+    """The nesting of an argument with its atoms' kinds: what two iterations' ops share."""
+    if isinstance(a, Var):
+        return a.type
+    if isinstance(a, Const):
+        return ("c", a.type)
+    if type(a) in (tuple, list):
+        return (type(a), tuple(_shape_of(x) for x in a))
+    if type(a) is dict:
+        return (dict, tuple((k, _shape_of(x)) for k, x in a.items()))
+    return ("?", repr(type(a)))
+
+
+def signature(op: Op) -> Any:
+    """What must agree between two iterations' ops (constants' values are compared later)."""
+    loc = (op.loc.file, op.loc.line) if op.loc is not None else None
+    return (op.prim, id(op.fn), op.unpack, loc, tuple(o.type for o in op.outs),
+            tuple(_shape_of(a) for a in op.args), tuple((k, _shape_of(a)) for k, a in op.kwargs))
+
+
+def _const_same(a: Const, b: Const) -> bool:
+    if a.live != b.live:
+        return False
+    if isinstance(a.value, Loop) and isinstance(b.value, Loop):
+        return a.value is b.value or a.value.key == b.value.key
+    return a == b
+
+
+def canonical(g: Graph) -> Any:
+    """``g`` up to the names of its values: equal for two copies of one step."""
+    pos: dict[int, Any] = {v.id: ("in", k) for k, v in enumerate(g.inputs)}
+    rows = []
+    for r, op in enumerate(g.ops):
+        refs = []
+        for a in atoms(op):
+            if isinstance(a, Var):
+                refs.append(pos.get(a.id, ("free", a.id)))
+            elif isinstance(a.value, Loop):
+                refs.append(("loop", a.value.key))
+            else:
+                refs.append(("c", a._key(), a.live))
+        for q, o in enumerate(op.outs):
+            pos[o.id] = (r, q)
+        rows.append((signature(op), tuple(refs)))
+    outs = tuple(pos.get(o.id) if isinstance(o, Var) else ("c", o._key()) for o in g.outputs)
+    return (tuple(v.type for v in g.inputs), tuple(rows), outs)
+
+
+# ---- re-rolling -----------------------------------------------------------------------------------
+
+
+class _Ids:
+    def __init__(self, g: Graph) -> None:
+        self.next = 1 + max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs] + [-1])
+
+    def var(self, t: Any, hint: str = "") -> Var:
+        v = Var(self.next, t, hint)
+        self.next += 1
+        return v
+
+
+def reroll(g: Graph, values: dict[int, Any] | None = None) -> Graph:
+    """Replace each run of identical loop iterations in ``g`` by one ``irad.loop`` op.
+
+    ``values`` (the trace's values, Var id -> value) gets the values of the Vars made here, so
+    that reverse mode can run on the new graph.  Returns ``g`` itself when nothing re-rolls.
+    """
+    ids = _Ids(g)
+    ops = g.ops
+    out_ids = {o.id for o in g.outputs if isinstance(o, Var)}
+    new = _reroll_ops(list(ops), out_ids, ids, values, g.name)
+    if new is None:
+        return g
+    return g.replace(ops=tuple(new), provenance=g.provenance + ("reroll",))
+
+
+def _reroll_ops(ops: list[Op], out_ids: set[int], ids: _Ids, values: dict[int, Any] | None,
+                name: str) -> list[Op] | None:
+    n = len(ops)
+    if n < MIN_OPS:
+        return None
+    sig = [signature(op) for op in ops]
+    nxt = [-1] * n
+    last: dict[Any, int] = {}
+    for i in range(n - 1, -1, -1):
+        nxt[i] = last.get(sig[i], -1)
+        last[sig[i]] = i
+    readers_after = _last_reader(ops)
+    result: list[Op] = []
+    changed = False
+    i = 0
+    while i < n:
+        best = None
+        j, tries = nxt[i], 0
+        while j != -1 and tries < _TRIES and 2 * (j - i) <= n - i:
+            p = j - i
+            k = 1
+            while i + (k + 1) * p <= n and sig[i + k * p: i + (k + 1) * p] == sig[i: i + p]:
+                k += 1
+            if k >= MIN_TRIPS and k * p >= MIN_OPS and (best is None or k * p > best[1] * best[0]):
+                best = (p, k)
+            j, tries = nxt[j], tries + 1
+        if best is not None:
+            p, k = best
+            made = None
+            while k >= MIN_TRIPS and k * p >= MIN_OPS and made is None:
+                made = _plan(ops, i, p, k, out_ids, readers_after, ids, values, f"{name}_loop")
+                if made is None:
+                    k -= 1  # a later iteration may read further back (a first value kept): try fewer
+            if made is not None:
+                result.extend(made)
+                i += k * p
+                changed = True
+                continue
+        result.append(ops[i])
+        i += 1
+    return result if changed else None
+
+
+def _last_reader(ops: list[Op]) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for j, op in enumerate(ops):
+        for v in op.inputs:
+            last[v.id] = j
+    return last
+
+
+def _slot_ok(t: Any) -> bool:
+    """A value that may vary between iterations: an array, or a Python float/complex (never an int,
+    which could shape the program, nor an object)."""
+    return isinstance(t, ArrayT) or (isinstance(t, ScalarT) and t.kind in ("float", "complex"))
+
+
+def _plan(ops: list[Op], a: int, p: int, k: int, out_ids: set[int], readers: dict[int, int], ids: _Ids,
+          values: dict[int, Any] | None, name: str) -> list[Op] | None:
+    """The ops that replace ``ops[a : a + k*p]`` (k blocks of p ops) by a loop, or None."""
+    end = a + k * p
+    block = [ops[a + b * p: a + (b + 1) * p] for b in range(k)]
+    pos: dict[int, tuple[int, int, int]] = {}
+    for b in range(k):
+        for r, op in enumerate(block[b]):
+            if is_impure_prim(op.prim) or op.fn is None:
+                return None
+            for q, o in enumerate(op.outs):
+                if isinstance(o.type, OpaqueT):
+                    return None
+                pos[o.id] = (b, r, q)
+    carries: dict[tuple[int, int], Any] = {}  # (r, q) of the body value that is carried -> initial atom
+    carry_vars: dict[tuple[int, int], Var] = {}
+    invs: dict[int, tuple[Var, Var]] = {}  # outer Var id -> (outer, body input)
+    xs: list[tuple[str, Any, Var]] = []  # (kind, outer: tuple of atoms or the stacked Var's source, body input)
+    pre: list[Op] = []  # ops before the loop (the slices that stacked rows come from)
+    subst: dict[int, Var] = {}  # body value id -> the body input that replaces it
+    body_ops: list[Op] = []
+    for r in range(p):
+        cols = list(zip(*(atoms(block[b][r]) for b in range(k))))
+        op0 = block[0][r]
+        rows = _stacked_rows(op0, cols, block, r, pos, k)
+        if rows is not None:
+            src, sl, row_t = rows
+            stacked_t = ArrayT(src.type.dtype, (k,) + src.type.shape[1:])
+            sv = ids.var(stacked_t, "rows")
+            pre.append(Op("operator.getitem", (src, Const(sl, typeof(sl))), (), (sv,), operator.getitem, op0.loc))
+            xv = ids.var(row_t, op0.outs[0].hint or "row")
+            xs.append(("stack", sv, xv))
+            subst[op0.outs[0].id] = xv
+            if values is not None:
+                values[sv.id] = values[src.id][sl] if isinstance(src, Var) else src.value[sl]
+                values[xv.id] = values[sv.id][0]
+            continue
+        new_atoms: list[Any] = []
+        for col in cols:
+            a0 = col[0]
+            if isinstance(a0, Var) and a0.id in pos and pos[a0.id][0] == 0 and \
+                    all(isinstance(x, Var) and pos.get(x.id, (-1,))[0] == b and pos[x.id][1:] == pos[a0.id][1:]
+                        for b, x in enumerate(col)):
+                new_atoms.append(subst.get(a0.id, a0))  # made in this iteration
+                continue
+            if all(_same_atom(x, a0) for x in col) and not (isinstance(a0, Var) and a0.id in pos):
+                if isinstance(a0, Var):  # read the same by every iteration
+                    if a0.id not in invs:
+                        invs[a0.id] = (a0, ids.var(a0.type, a0.hint))
+                    new_atoms.append(invs[a0.id][1])
+                else:
+                    new_atoms.append(a0)
+                continue
+            src_pos = pos.get(col[1].id) if isinstance(col[1], Var) else None
+            if src_pos is not None and src_pos[0] == 0 and not (isinstance(a0, Var) and a0.id in pos) and \
+                    all(isinstance(x, Var) and pos.get(x.id) == (b - 1,) + src_pos[1:] for b, x in
+                        enumerate(col) if b >= 1):
+                key = src_pos[1:]
+                src_var = block[0][key[0]].outs[key[1]]
+                if not _slot_ok(src_var.type) or (typeof(a0.value) if isinstance(a0, Const) else a0.type) != src_var.type:
+                    return None
+                if key in carries:
+                    if not _same_atom(carries[key], a0):
+                        return None
+                else:
+                    carries[key] = a0
+                    carry_vars[key] = ids.var(src_var.type, src_var.hint or "carry")
+                    if values is not None:
+                        values[carry_vars[key].id] = values[a0.id] if isinstance(a0, Var) else a0.value
+                new_atoms.append(carry_vars[key])
+                continue
+            if any(isinstance(x, Var) and x.id in pos for x in col):
+                return None  # a value from further back, or from a different place in the step
+            types = {x.type if isinstance(x, Var) else typeof(x.value) for x in col}
+            if len(types) != 1 or not _slot_ok(next(iter(types))) or any(isinstance(x, Const) and x.live for x in col):
+                return None
+            t = next(iter(types))
+            xv = ids.var(t, "x")
+            xs.append(("each", tuple(col), xv))
+            if values is not None:
+                values[xv.id] = values[a0.id] if isinstance(a0, Var) else a0.value
+            new_atoms.append(xv)
+        body_ops.append(with_atoms(op0, new_atoms))
+    # what the rest of the program reads from the run: one out per iteration
+    carry_keys = list(carries)
+    ys: list[tuple[int, int]] = []
+    for r in range(p):
+        for q in range(len(block[0][r].outs)):
+            used = [b for b in range(k) if _read_later(block[b][r].outs[q], end, readers, out_ids)]
+            if used and not (used == [k - 1] and (r, q) in carries):
+                ys.append((r, q))
+    outs: list[Var] = []
+    for key in carry_keys:
+        last = block[k - 1][key[0]].outs[key[1]]
+        fresh = key in ys or not _read_later(last, end, readers, out_ids)
+        outs.append(ids.var(last.type, last.hint) if fresh else last)
+        if fresh and values is not None and last.id in values:
+            values[outs[-1].id] = values[last.id]
+    for r, q in ys:
+        outs.extend(block[b][r].outs[q] for b in range(k))
+
+    def inner(v: Var) -> Any:
+        return subst.get(v.id, v)
+
+    body_in = [carry_vars[c] for c in carry_keys] + [bv for _, bv in invs.values()] + [xv for _, _, xv in xs]
+    body_out = [inner(block[0][r].outs[q]) for r, q in carry_keys] + [inner(block[0][r].outs[q]) for r, q in ys]
+    body = Graph(name, tuple(body_in), tuple(body_ops), tuple(body_out))
+    inner_ops = _reroll_ops(list(body.ops), {o.id for o in body_out if isinstance(o, Var)}, ids, values, name)
+    if inner_ops is not None:
+        body = body.replace(ops=tuple(inner_ops))
+    loop = Loop(body, k, len(carry_keys), len(invs), tuple(kd for kd, _, _ in xs), ("each",) * len(ys))
+    init = [carries[c] for c in carry_keys]
+    return pre + [make_op(loop, init, [o for o, _ in invs.values()], [src for _, src, _ in xs], outs, block[0][0].loc)]
+
+
+def _same_atom(x: Any, y: Any) -> bool:
+    if isinstance(x, Var) or isinstance(y, Var):
+        return isinstance(x, Var) and isinstance(y, Var) and x.id == y.id
+    return _const_same(x, y)
+
+
+def _read_later(v: Var, end: int, readers: dict[int, int], out_ids: set[int]) -> bool:
+    return v.id in out_ids or readers.get(v.id, -1) >= end
+
+
+def _stacked_rows(op0: Op, cols: list[tuple[Any, ...]], block: list[list[Op]], r: int,
+                  pos: dict[int, tuple[int, int, int]], k: int) -> tuple[Any, slice, Any] | None:
+    """``X[t]`` with ``t`` = t0, t0±1, ... across the iterations (one array read row by row): the
+    array, the slice of the rows read, and a row's type."""
+    if op0.fn is not operator.getitem or len(op0.args) != 2 or op0.kwargs or len(cols) != 2:
+        return None
+    srcs, idx = cols
+    src = srcs[0]
+    if not all(_same_atom(x, src) for x in srcs) or (isinstance(src, Var) and src.id in pos):
+        return None
+    t = src.type if isinstance(src, Var) else typeof(src.value)
+    if not isinstance(t, ArrayT) or t.scalar or not t.shape or (isinstance(src, Const) and src.live):
+        return None
+    if not all(isinstance(x, Const) and type(x.value) is int for x in idx):
+        return None
+    size = t.shape[0]
+    ts = [x.value + size if x.value < 0 else x.value for x in idx]
+    if not all(0 <= v < size for v in ts):
+        return None
+    step = ts[1] - ts[0]
+    if step not in (1, -1) or any(b - c != step for b, c in zip(ts[1:], ts)):
+        return None
+    if step == 1:
+        sl = slice(ts[0], ts[0] + k)
+    else:
+        stop = ts[0] - k
+        sl = slice(ts[0], stop if stop >= 0 else None, -1)
+    return src, sl, op0.outs[0].type
+
+
+# ---- unrolling ---------------------------------------------------------------------------------------
+
+
+def unroll(g: Graph) -> Graph:
+    """``g`` with every loop op written out as straight-line ops (the inverse of ``reroll``)."""
+    if not any(op.prim == LOOP_PRIM for op in g.ops):
+        return g
+    ids = _Ids(g)
+    ids.next = max(ids.next, _max_id(g) + 1)
+    env: dict[int, Any] = {}
+    ops = list(_unrolled(list(g.ops), ids, env))
+    outs = tuple(map_atoms(o, lambda a: env.get(a.id, a) if isinstance(a, Var) else a) for o in g.outputs)
+    return g.replace(ops=tuple(ops), outputs=outs)
+
+
+def _max_id(g: Graph) -> int:
+    m = max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs] + [-1])
+    for op in g.ops:
+        if op.prim == LOOP_PRIM:
+            m = max(m, _max_id(loop_of(op).body))
+    return m
+
+
+def _unrolled(ops: list[Op], ids: _Ids, env: dict[int, Any], fresh: bool = False) -> Iterator[Op]:
+    """The ops with loops written out; ``env`` maps a replaced Var's id to the atom that now holds it;
+    ``fresh``: every op gets new outs (one copy of a loop body per iteration)."""
+    def sub(x: Any) -> Any:
+        return env.get(x.id, x) if isinstance(x, Var) else x
+
+    for op in ops:
+        if op.prim != LOOP_PRIM:
+            outs = None
+            if fresh:
+                outs = tuple(ids.var(o.type, o.hint) for o in op.outs)
+            new = with_atoms(op, [sub(x) for x in atoms(op)], outs)
+            if fresh:
+                env.update({o.id: nv for o, nv in zip(op.outs, new.outs)})
+            yield new
+            continue
+        loop = loop_of(op)
+        init, inv, xs = (tuple(map_atoms(a, sub) for a in part) for part in op.args)
+        body = loop.body
+        nc, ni = loop.n_carry, loop.n_inv
+        carry = list(init)
+        cols: list[list[Any]] = [[None] * loop.n for _ in loop.ys_kinds]
+        for i in loop.order():
+            benv: dict[int, Any] = {}
+            for v, x in zip(body.inputs, carry + list(inv)):
+                benv[v.id] = x
+            for v, kind, x in zip(body.inputs[nc + ni:], loop.xs_kinds, xs):
+                if kind == "each":
+                    benv[v.id] = x[i]
+                else:
+                    row = ids.var(v.type, v.hint)
+                    yield Op("operator.getitem", (x, Const(i, typeof(i))), (), (row,), operator.getitem, op.loc)
+                    benv[v.id] = row
+            yield from _unrolled(list(body.ops), ids, benv, True)
+            res = [benv.get(o.id, o) if isinstance(o, Var) else o for o in body.outputs]
+            carry = res[:nc]
+            for col, y in zip(cols, res[nc:]):
+                col[i] = y
+        finals: list[Any] = list(carry)
+        for kind, col in zip(loop.ys_kinds, cols):
+            if kind == "stack":
+                sv = ids.var(op.outs[len(finals)].type)
+                yield Op("numpy.stack", (list(col),), (), (sv,), np.stack, op.loc)
+                finals.append(sv)
+            else:
+                finals.extend(col)
+        for o, f in zip(op.outs, finals):
+            env[o.id] = f

@@ -1,0 +1,326 @@
+"""Loops stay loops: ``irad.loops.reroll`` finds runs of identical iterations, reverse mode turns a
+loop op into a forward loop and a reverse loop, lowering writes Python ``for`` loops.
+
+Every case: the rerolled graph evaluates as the unrolled one; gradients of the compiled program,
+on its second and third calls (new values), equal the unrolled program's and central finite
+differences (``irad.check_grads``, orders 1 and 2)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import irad
+from irad.gradcheck import check_grads
+from irad import loops
+from irad.ir import evaluate, verify
+
+R = np.random.default_rng(0)
+
+
+def rnn(W, U, xs, h0):
+    h = h0
+    loss = 0.0
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h + U @ xs[t])
+        loss = loss + np.sum(h * h)
+    return loss
+
+
+def sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def lstm(Wx, Wh, b, xs):
+    n = Wh.shape[1]
+    h = np.zeros(n)
+    c = np.zeros(n)
+    total = 0.0
+    for t in range(xs.shape[0]):
+        z = Wx @ xs[t] + Wh @ h + b
+        i, f, o, g = sigmoid(z[:n]), sigmoid(z[n:2 * n]), sigmoid(z[2 * n:3 * n]), np.tanh(z[3 * n:])
+        c = f * c + i * g
+        h = o * np.tanh(c)
+        total = total + np.sum(h ** 2)
+    return total
+
+
+def euler(k, y0):
+    y = y0
+    dt = 0.05
+    for _ in range(30):
+        y = y + dt * (-k * y + np.sin(y))
+    return np.sum(y * y)
+
+
+def rows(w, X):
+    s = 0.0
+    for r in X:
+        s = s + np.sin(r @ w)
+    return s
+
+
+def nested(W, b, h0):
+    h = h0
+    loss = 0.0
+    for _ in range(4):
+        for _ in range(5):
+            h = np.tanh(W @ h + b)
+        loss = loss + np.sum(h)
+    return loss
+
+
+def branchy(W, h0):
+    h = h0
+    for _ in range(8):
+        if np.sum(h) > 0:
+            h = np.tanh(W @ h)
+        else:
+            h = np.sin(W @ h) + 0.5
+    return np.sum(h)
+
+
+def first_differs(W, x):
+    for t in range(8):
+        if t == 0:
+            h = np.tanh(x)
+        else:
+            h = np.tanh(W @ h + x)
+    return np.sum(h ** 2)
+
+
+def rosen_list(x):
+    s = 0.0
+    for i in range(len(x) - 1):
+        s = s + 100.0 * (x[i + 1] - x[i] ** 2) ** 2 + (1 - x[i]) ** 2
+    return s
+
+
+def rosen_array(x):
+    s = 0.0
+    for i in range(x.shape[0] - 1):
+        s = s + 100.0 * (x[i + 1] - x[i] ** 2) ** 2 + (1 - x[i]) ** 2
+    return s
+
+
+def reversed_rows(w, X):
+    s = 0.0
+    for t in range(X.shape[0] - 1, -1, -1):
+        s = s * 0.9 + np.cos(X[t] @ w)
+    return s
+
+
+def stacked_states(W, xs):
+    h = np.zeros(W.shape[0])
+    hs = []
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h + xs[t])
+        hs.append(h)
+    H = np.stack(hs)
+    return np.sum(H[1:] * H[:-1])
+
+
+def float_per_step(k, y0):
+    y = y0
+    for t in range(10):
+        y = y + (0.1 * t) * np.tanh(k * y)  # a float that changes per iteration: an input of the step
+    return np.sum(y)
+
+
+def int_per_step(k, y0):
+    y = y0
+    for t in range(10):
+        y = np.tanh(k * y) * (t + 1)  # an int that changes per iteration: the run stays unrolled
+    return np.sum(y)
+
+
+def prints(k, y0):
+    y = y0
+    for _ in range(6):
+        y = np.tanh(k * y)
+        print(float(np.sum(y)) > 100)
+    return np.sum(y)
+
+
+CASES = {
+    "rnn": (rnn, lambda: (R.normal(size=(3, 3)) * 0.5, R.normal(size=(3, 2)), R.normal(size=(7, 2)), R.normal(size=3))),
+    "lstm": (lstm, lambda: (R.normal(size=(8, 3)) * 0.5, R.normal(size=(8, 2)) * 0.5, R.normal(size=8), R.normal(size=(6, 3)))),
+    "euler": (euler, lambda: (np.abs(R.normal(size=4)), R.normal(size=4))),
+    "rows": (rows, lambda: (R.normal(size=3), R.normal(size=(9, 3)))),
+    "nested": (nested, lambda: (R.normal(size=(3, 3)) * 0.4, R.normal(size=3), R.normal(size=3))),
+    "first_differs": (first_differs, lambda: (R.normal(size=(3, 3)) * 0.4, R.normal(size=3))),
+    "rosen_list": (rosen_list, lambda: ([float(v) for v in R.normal(size=9)],)),
+    "rosen_array": (rosen_array, lambda: (R.normal(size=9),)),
+    "reversed_rows": (reversed_rows, lambda: (R.normal(size=3), R.normal(size=(8, 3)))),
+    "stacked_states": (stacked_states, lambda: (R.normal(size=(3, 3)) * 0.5, R.normal(size=(7, 3)))),
+    "float_per_step": (float_per_step, lambda: (R.normal(size=3), R.normal(size=3))),
+}
+ROLLED = set(CASES)
+
+
+def _graph(f, args):
+    return irad.trace(f, *args)
+
+
+def _unrolled_grad(f, args, nums):
+    loops.CONFIG.reroll = False
+    try:
+        return irad.grad(f, argnums=nums)(*args)
+    finally:
+        loops.CONFIG.reroll = True
+
+
+def _close(a, b, tol=1e-10):
+    for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+        np.testing.assert_allclose(np.asarray(x, float), np.asarray(y, float), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_reroll_makes_a_loop_that_evaluates_as_the_unrolled_graph(name):
+    f, make = CASES[name]
+    args = make()
+    g = _graph(f, args)
+    r = verify(loops.reroll(g))
+    assert any(op.prim == loops.LOOP_PRIM for op in r.ops), str(r)
+    assert len(r.ops) < len(g.ops)
+    assert "irad.loop" in str(r)
+    leaves = [x for a in args for x in (a if isinstance(a, list) else [a])]
+    _close(tuple(evaluate(r, leaves)), tuple(evaluate(g, leaves)), 1e-12)
+    u = verify(loops.unroll(r))
+    assert not any(op.prim == loops.LOOP_PRIM for op in u.ops)
+    _close(tuple(evaluate(u, leaves)), tuple(evaluate(g, leaves)), 1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_gradients_of_the_loop_program(name):
+    f, make = CASES[name]
+    args = make()
+    nums = tuple(range(len(args)))
+    prog = irad.compile(f, *args, argnums=nums)
+    assert "for i" in prog.source and any(op.prim == loops.LOOP_PRIM for op in prog.graph.ops)
+    gf = irad.value_and_grad(f, argnums=nums)
+    gf(*args)
+    for _ in range(2):  # second and third calls, on new values: the compiled program answers
+        new = make()
+        v, g = gf(*new)
+        _close(v, f(*new))
+        _close(g, _unrolled_grad(f, new, nums), 1e-9)
+        check_grads(f, *new, order=1)
+
+
+@pytest.mark.parametrize("name", ["rnn", "euler", "nested", "rows", "rosen_array", "stacked_states"])
+def test_second_order(name):
+    f, make = CASES[name]
+    check_grads(f, *make(), order=2)
+
+
+def test_loop_op_prints_its_step_nested():
+    W, U, xs, h0 = CASES["rnn"][1]()
+    text = str(loops.reroll(_graph(rnn, (W, U, xs, h0))))
+    assert "irad.loop[rnn_loop(n=6)]" in text  # the first step adds to 0.0: it stays unrolled
+    assert "\n      graph rnn_loop(" in text and "numpy.tanh" in text
+
+
+def test_rows_of_an_array_are_one_stacked_input():
+    W, U, xs, h0 = CASES["rnn"][1]()
+    r = loops.reroll(_graph(rnn, (W, U, xs, h0)))
+    (op,) = [op for op in r.ops if op.prim == loops.LOOP_PRIM]
+    assert loops.loop_of(op).xs_kinds == ("stack",)
+    assert any(o.prim == "operator.getitem" and "1:7" in str(r) for o in r.ops)
+
+
+def test_nested_loops_nest():
+    W, b, h0 = CASES["nested"][1]()
+    r = loops.reroll(_graph(nested, (W, b, h0)))
+    outer = [op for op in r.ops if op.prim == loops.LOOP_PRIM]
+    assert outer
+    inner = [op for op in loops.loop_of(outer[0]).body.ops if op.prim == loops.LOOP_PRIM]
+    assert inner and loops.loop_of(inner[0]).n >= 3
+
+
+def test_a_guard_in_the_step_checks_every_iteration():
+    W = np.eye(3) * 0.9
+    h = np.array([0.5, 0.5, 0.5])  # every iteration takes the tanh branch
+    gf = irad.value_and_grad(branchy, argnums=(0, 1))
+    gf(W, h)
+    prog = irad.compile(branchy, W, h, argnums=(0, 1))
+    assert any(op.prim == loops.LOOP_PRIM for op in prog.graph.ops)
+    v, g = gf(W, h * 1.1)
+    _close(g, _unrolled_grad(branchy, (W, h * 1.1), (0, 1)))
+    # a start from which later iterations take the other branch: the guard fails, irad traces again
+    h2 = np.array([0.2, 0.1, 0.05])
+    W2 = -np.eye(3) * 1.5
+    v2, g2 = gf(W2, h2)
+    _close(v2, branchy(W2, h2))
+    _close(g2, _unrolled_grad(branchy, (W2, h2), (0, 1)))
+    check_grads(branchy, W2, h2)
+
+
+def test_an_int_that_changes_per_iteration_leaves_the_loop_unrolled():
+    k, y0 = R.normal(size=3), R.normal(size=3) * 0.1
+    g = _graph(int_per_step, (k, y0))
+    assert not any(op.prim == loops.LOOP_PRIM for op in loops.reroll(g).ops)
+    gf = irad.grad(int_per_step, argnums=(0, 1))
+    gf(k, y0)
+    _close(gf(k * 0.5, y0), _unrolled_grad(int_per_step, (k * 0.5, y0), (0, 1)))
+    check_grads(int_per_step, k, y0)
+
+
+def test_a_float_that_changes_per_iteration_is_an_input_of_the_step():
+    k, y0 = CASES["float_per_step"][1]()
+    r = loops.reroll(_graph(float_per_step, (k, y0)))
+    (op,) = [op for op in r.ops if op.prim == loops.LOOP_PRIM]
+    assert "each" in loops.loop_of(op).xs_kinds
+
+
+def test_a_print_in_the_loop_leaves_it_unrolled(capsys):
+    k, y0 = R.normal(size=3), R.normal(size=3)
+    g = _graph(prints, (k, y0))
+    assert not any(op.prim == loops.LOOP_PRIM for op in loops.reroll(g).ops)
+    gf = irad.grad(prints, argnums=(0, 1))
+    gf(k, y0)
+    capsys.readouterr()
+    got = gf(k, y0)
+    assert capsys.readouterr().out.count("False") == 6  # the program prints as f does, every iteration
+    _close(got, _unrolled_grad(prints, (k, y0), (0, 1)))
+
+
+def test_vjp_of_a_loop():
+    W, U, xs, h0 = CASES["rnn"][1]()
+
+    def states(W, h0):
+        h = h0
+        hs = []
+        for t in range(xs.shape[0]):
+            h = np.tanh(W @ h + U @ xs[t])
+            hs.append(h)
+        return np.stack(hs)
+
+    y, pb = irad.vjp(states, W, h0)
+    ybar = R.normal(size=y.shape)
+    loops.CONFIG.reroll = False
+    try:
+        y2, pb2 = irad.vjp(states, W, h0)
+    finally:
+        loops.CONFIG.reroll = True
+    _close(y, y2)
+    _close(pb(ybar), pb2(ybar))
+    _close(pb(ybar * 2), pb2(ybar * 2))
+
+
+def test_a_long_loop_compiles_to_a_short_program():
+    x = R.normal(size=400)
+    prog = irad.compile(rosen_array, x)
+    assert prog.source.count("\n") < 150
+    gf = irad.grad(rosen_array)
+    gf(x)
+    _close(gf(x * 0.5), _unrolled_grad(rosen_array, (x * 0.5,), 0), 1e-8)
+
+
+def test_reroll_off_switch():
+    W, U, xs, h0 = CASES["rnn"][1]()
+    loops.CONFIG.reroll = False
+    try:
+        prog = irad.compile(rnn, W, U, xs, h0)
+    finally:
+        loops.CONFIG.reroll = True
+    assert not any(op.prim == loops.LOOP_PRIM for op in prog.graph.ops)
