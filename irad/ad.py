@@ -21,9 +21,10 @@ import numpy as np
 
 from . import loops
 from . import ops as irad_ops
+from .effects import is_impure_prim
 from .errors import GradError, NoRuleError
-from .ir import (STATE, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, collector_paused, const, is_differentiable,
-                 map_atoms, typeof)
+from .ir import (GUARD_PRIMS, STATE, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, collector_paused, const, is_differentiable,
+                 bind_outputs, map_atoms, typeof)
 from .roundtrip import EXACT_INT_ENCODINGS
 from .rules import registry
 from .rules.registry import Rule
@@ -607,15 +608,17 @@ def _loop_forward(b: _Builder, op: Op, active: set[int], useful: set[int]) -> _S
     opt = irad_passes.run(jb.graph, None)
     fwd_b, bwd_b, _ = split(jb, opt)
     n_out = len(stepped.outputs)
-    inputs = {v.id: i for i, v in enumerate(body.inputs)}
+    fwd_b, inv = _hoist(b, fwd_b, nc, ni, tuple(inv), op.loc)
+    ni_f = len(inv)
+    inputs = {v.id: i for i, v in enumerate(fwd_b.inputs)}
     res_src: list[tuple[str, Any]] = []
     extra: list[Any] = []  # residuals the forward step must hand on, per iteration
     for r in fwd_b.outputs[n_out:]:
         i = inputs.get(r.id) if isinstance(r, Var) else None
-        if i is not None and nc <= i < nc + ni:
+        if i is not None and nc <= i < nc + ni_f:
             res_src.append(("inv", inv[i - nc]))
-        elif i is not None and i >= nc + ni:
-            res_src.append(("xs", i - nc - ni))
+        elif i is not None and i >= nc + ni_f:
+            res_src.append(("xs", i - nc - ni_f))
         else:
             res_src.append(("slot", len(extra)))
             extra.append(r)
@@ -624,7 +627,7 @@ def _loop_forward(b: _Builder, op: Op, active: set[int], useful: set[int]) -> _S
         back[i] = pos
     step = fwd_b.replace(outputs=tuple(fwd_b.outputs[back[i]] for i in range(n_out)) + tuple(extra),
                          name=body.name)
-    fl = loops.Loop(step, loop.n, nc, ni, loop.xs_kinds, loop.ys_kinds + ("each",) * len(extra), loop.reverse)
+    fl = loops.Loop(step, loop.n, nc, ni_f, loop.xs_kinds, loop.ys_kinds + ("each",) * len(extra), loop.reverse)
     result = fl([b.get(a) for a in init], [b.get(a) for a in inv],
                 [tuple(b.get(x) for x in a) if kind == "each" else b.get(a) for kind, a in zip(loop.xs_kinds, xs)])
     res_outs = []
@@ -638,6 +641,35 @@ def _loop_forward(b: _Builder, op: Op, active: set[int], useful: set[int]) -> _S
         res_src[[k for k, (kind, v) in enumerate(res_src) if kind == "slot" and v == j][0]] = ("slot", res_src_outs)
     seeded = [order[p] for p in jb.seed_outputs]
     return _Scan(op, fl, active_carries, seeded, bwd_b, wrt, res_src, useful_ys)
+
+
+def _hoist(b: _Builder, body: Graph, nc: int, ni: int, inv: tuple[Any, ...], loc: Any) -> tuple[Graph, list[Any]]:
+    """Move the step's ops that read only invariants (``W.T``, a zero of ``W``'s shape) out of the
+    loop: they run once, and their values become invariants of the step (the same Var ids)."""
+    outer: dict[int, Any] = {v.id: a for v, a in zip(body.inputs[nc:nc + ni], inv)}
+    kept, moved = [], []
+    for bop in body.ops:
+        if bop.outs and bop.prim not in GUARD_PRIMS and bop.prim != loops.LOOP_PRIM and \
+                not is_impure_prim(bop.prim) and all(v.id in outer for v in bop.inputs):
+            args = loops.atoms(bop)
+            new = loops.with_atoms(bop, [outer[x.id] if isinstance(x, Var) else x for x in args])
+            fn_args = [map_atoms(a, b.get) for a in new.args]
+            r = new.fn(*fn_args, **{k: map_atoms(a, b.get) for k, a in new.kwargs if k[0] != "_"})
+            env: dict[int, Any] = {}
+            bind_outputs(new, r, env)
+            outs = tuple(b.new(env[o.id], o.hint) for o in bop.outs)
+            b.ops.append(loops.with_atoms(new, loops.atoms(new), outs))
+            for o, no in zip(bop.outs, outs):
+                outer[o.id] = no
+            moved.extend(bop.outs)
+        else:
+            kept.append(bop)
+    if not moved:
+        return body, list(inv)
+    used = {v.id for bop in kept for v in bop.inputs} | {o.id for o in body.outputs if isinstance(o, Var)}
+    extra = [o for o in moved if o.id in used]
+    ins = body.inputs[:nc + ni] + tuple(extra) + body.inputs[nc + ni:]
+    return body.replace(inputs=ins, ops=tuple(kept)), list(inv) + [outer[o.id] for o in extra]
 
 
 def _ys_groups(loop: "loops.Loop", op: Op) -> list[list[Var]]:
@@ -658,7 +690,8 @@ def _zero_for(b: _Builder, v: Var) -> Var:
 def _loop_backward(b: _Builder, sc: _Scan, cot: dict[int, Any]) -> None:
     """The reverse loop: carries are the carries' cotangents and the invariants' running sums; it
     reads the residuals and the ys' cotangents per iteration, and makes the xs' cotangents."""
-    op, loop, bwd = sc.op, sc.loop, sc.bwd
+    op, bwd = sc.op, sc.bwd
+    loop = loops.loop_of(op)  # the traced loop (its forward loop's step has more invariants)
     body = loop.body
     nc, ni = loop.n_carry, loop.n_inv
     init, inv, xs = op.args
@@ -721,14 +754,15 @@ def _loop_backward(b: _Builder, sc: _Scan, cot: dict[int, Any]) -> None:
             xs_kinds.append("each")
             outer_xs.append(tuple(col))
     ys_kinds = tuple(loop.xs_kinds[i - nc - ni] for i in xs_wrt)
-    rl = loops.Loop(rb, loop.n, len(cbar) + len(acc), len(r_inv), tuple(xs_kinds), ys_kinds, not loop.reverse)
+    r_inv_outer = [a for _, a in r_inv]
+    rb, r_inv_outer = _hoist(b, rb, len(cbar) + len(acc), len(r_inv), tuple(r_inv_outer), op.loc)
+    rl = loops.Loop(rb, loop.n, len(cbar) + len(acc), len(r_inv_outer), tuple(xs_kinds), ys_kinds, not loop.reverse)
     r_init: list[Any] = []
     for c in sc.active_carries:
         o = op.outs[c]
         r_init.append(cot.get(o.id) or _zero_for(b, o))
     for i in inv_wrt:
         r_init.append(_zero_for(b, inv[i - nc]))
-    r_inv_outer = [a for _, a in r_inv]
     result = rl([b.get(a) for a in r_init], [b.get(a) for a in r_inv_outer],
                 [tuple(b.get(x) for x in a) if kd == "each" else b.get(a) for kd, a in zip(xs_kinds, outer_xs)])
     outs = [b.new(v, "loop_bar") for v in result]

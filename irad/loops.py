@@ -236,8 +236,8 @@ class _Ids:
 def reroll(g: Graph, values: dict[int, Any] | None = None) -> Graph:
     """Replace each run of identical loop iterations in ``g`` by one ``irad.loop`` op.
 
-    ``values`` (the trace's values, Var id -> value) gets the values of the Vars made here, so
-    that reverse mode can run on the new graph.  Returns ``g`` itself when nothing re-rolls.
+    ``values`` (the trace's values, Var id -> value) gets the values of the Vars made here outside
+    the loops, so that reverse mode can run on the new graph (a body's values are its own).  Returns ``g`` itself when nothing re-rolls.
     """
     ids = _Ids(g)
     ops = g.ops
@@ -324,6 +324,9 @@ def _plan(ops: list[Op], a: int, p: int, k: int, out_ids: set[int], readers: dic
     invs: dict[int, tuple[Var, Var]] = {}  # outer Var id -> (outer, body input)
     xs: list[tuple[str, Any, Var]] = []  # (kind, outer: tuple of atoms or the stacked Var's source, body input)
     pre: list[Op] = []  # ops before the loop (the slices that stacked rows come from)
+    #: values of the new Vars outside the loop, given to ``values`` only if the run re-rolls (a value
+    #: left behind under an id that a later stage reuses would be read as that stage's value)
+    made: dict[int, Any] = {}
     subst: dict[int, Var] = {}  # body value id -> the body input that replaces it
     body_ops: list[Op] = []
     for r in range(p):
@@ -339,8 +342,9 @@ def _plan(ops: list[Op], a: int, p: int, k: int, out_ids: set[int], readers: dic
             xs.append(("stack", sv, xv))
             subst[op0.outs[0].id] = xv
             if values is not None:
-                values[sv.id] = values[src.id][sl] if isinstance(src, Var) else src.value[sl]
-                values[xv.id] = values[sv.id][0]
+                if isinstance(src, Var) and src.id not in values:
+                    return None
+                made[sv.id] = values[src.id][sl] if isinstance(src, Var) else src.value[sl]
             continue
         new_atoms: list[Any] = []
         for col in cols:
@@ -372,8 +376,6 @@ def _plan(ops: list[Op], a: int, p: int, k: int, out_ids: set[int], readers: dic
                 else:
                     carries[key] = a0
                     carry_vars[key] = ids.var(src_var.type, src_var.hint or "carry")
-                    if values is not None:
-                        values[carry_vars[key].id] = values[a0.id] if isinstance(a0, Var) else a0.value
                 new_atoms.append(carry_vars[key])
                 continue
             if any(isinstance(x, Var) and x.id in pos for x in col):
@@ -384,8 +386,6 @@ def _plan(ops: list[Op], a: int, p: int, k: int, out_ids: set[int], readers: dic
             t = next(iter(types))
             xv = ids.var(t, "x")
             xs.append(("each", tuple(col), xv))
-            if values is not None:
-                values[xv.id] = values[a0.id] if isinstance(a0, Var) else a0.value
             new_atoms.append(xv)
         body_ops.append(with_atoms(op0, new_atoms))
     # what the rest of the program reads from the run: one out per iteration
@@ -401,8 +401,10 @@ def _plan(ops: list[Op], a: int, p: int, k: int, out_ids: set[int], readers: dic
         last = block[k - 1][key[0]].outs[key[1]]
         fresh = key in ys or not _read_later(last, end, readers, out_ids)
         outs.append(ids.var(last.type, last.hint) if fresh else last)
-        if fresh and values is not None and last.id in values:
-            values[outs[-1].id] = values[last.id]
+        if fresh and values is not None:
+            if last.id not in values:
+                return None
+            made[outs[-1].id] = values[last.id]
     for r, q in ys:
         outs.extend(block[b][r].outs[q] for b in range(k))
 
@@ -412,10 +414,12 @@ def _plan(ops: list[Op], a: int, p: int, k: int, out_ids: set[int], readers: dic
     body_in = [carry_vars[c] for c in carry_keys] + [bv for _, bv in invs.values()] + [xv for _, _, xv in xs]
     body_out = [inner(block[0][r].outs[q]) for r, q in carry_keys] + [inner(block[0][r].outs[q]) for r, q in ys]
     body = Graph(name, tuple(body_in), tuple(body_ops), tuple(body_out))
-    inner_ops = _reroll_ops(list(body.ops), {o.id for o in body_out if isinstance(o, Var)}, ids, values, name)
+    inner_ops = _reroll_ops(list(body.ops), {o.id for o in body_out if isinstance(o, Var)}, ids, None, name)
     if inner_ops is not None:
         body = body.replace(ops=tuple(inner_ops))
     loop = Loop(body, k, len(carry_keys), len(invs), tuple(kd for kd, _, _ in xs), ("each",) * len(ys))
+    if values is not None:
+        values.update(made)
     init = [carries[c] for c in carry_keys]
     return pre + [make_op(loop, init, [o for o, _ in invs.values()], [src for _, src, _ in xs], outs, block[0][0].loc)]
 

@@ -129,7 +129,7 @@ def float_per_step(k, y0):
 def int_per_step(k, y0):
     y = y0
     for t in range(10):
-        y = np.tanh(k * y) * (t + 1)  # an int that changes per iteration: the run stays unrolled
+        y = np.tanh(k * y + t)  # an int that changes per iteration: the run stays unrolled
     return np.sum(y)
 
 
@@ -231,10 +231,11 @@ def test_rows_of_an_array_are_one_stacked_input():
 def test_nested_loops_nest():
     W, b, h0 = CASES["nested"][1]()
     r = loops.reroll(_graph(nested, (W, b, h0)))
-    outer = [op for op in r.ops if op.prim == loops.LOOP_PRIM]
-    assert outer
+    outer = [op for op in r.ops if op.prim == loops.LOOP_PRIM and
+             any(o.prim == loops.LOOP_PRIM for o in loops.loop_of(op).body.ops)]
+    assert outer, str(r)
     inner = [op for op in loops.loop_of(outer[0]).body.ops if op.prim == loops.LOOP_PRIM]
-    assert inner and loops.loop_of(inner[0]).n >= 3
+    assert loops.loop_of(inner[0]).n == 5
 
 
 def test_a_guard_in_the_step_checks_every_iteration():
