@@ -945,9 +945,10 @@ class XpEmitter(_Emitter):
 
 
 def lower_xp(g: Graph, ns: Any, name: str, docstring: str = "") -> Any:
-    """``irad.lower.lower`` for namespace ``ns``."""
+    """``irad.lower.lower`` for namespace ``ns`` (loops written out: their lists and stacks are numpy's)."""
+    from .loops import unroll
     from .lower import lower
-    return lower(g, name, docstring=docstring, emitter=lambda g, guards: XpEmitter(g, guards, bind(ns)))
+    return lower(unroll(g), name, docstring=docstring, emitter=lambda g, guards: XpEmitter(g, guards, bind(ns)))
 
 
 # ---- the program -----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from .effects import is_impure_prim
-from .ir import ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, bind_outputs, map_atoms, typeof
+from .ir import GUARD_PRIMS, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, bind_outputs, map_atoms, typeof
 
 LOOP_PRIM = "irad.loop"
 LOOP_T = OpaqueT("loop")
@@ -128,6 +128,14 @@ def _getter(env: dict[int, Any]) -> Any:
 
 def loop_of(op: Op) -> Loop:
     return op.kw("_loop")
+
+
+def step_has_effect(op: Op) -> bool:
+    """Does this loop op's step (or a loop inside it) hold a guard or an impure call?"""
+    for bop in loop_of(op).body.ops:
+        if bop.prim in GUARD_PRIMS or is_impure_prim(bop.prim) or (bop.prim == LOOP_PRIM and step_has_effect(bop)):
+            return True
+    return False
 
 
 def make_op(loop: Loop, init: Sequence[Any], inv: Sequence[Any], xs: Sequence[Any], outs: Sequence[Var],

@@ -28,7 +28,7 @@ import numpy as np
 from . import log
 from .errors import GuardError
 from .effects import is_impure_prim
-from .loops import LOOP_PRIM
+from .loops import LOOP_PRIM, step_has_effect
 from .ir import GUARD_PRIMS, ArrayT, Const, Graph, Op, OpaqueT, ScalarT, Var
 from .pytree import flatten
 from .weakcache import compile_source
@@ -525,7 +525,8 @@ def inline_plan(g: Graph, keep: set[int]) -> dict[int, int]:
     effects = [0]  # effects[k]: how many of ops[:k] have effects
     plain = [0]  # plain[k]: how many of ops[:k] are operator expressions
     for op in g.ops:
-        effects.append(effects[-1] + (op.prim in GUARD_PRIMS or is_impure_prim(op.prim)))
+        effects.append(effects[-1] + (op.prim in GUARD_PRIMS or is_impure_prim(op.prim) or
+                                     (op.prim == LOOP_PRIM and step_has_effect(op))))
         plain.append(plain[-1] + _operator_form(op))
     into: dict[int, int] = {}
     depth: dict[int, int] = {}  # an inlined value's Var id -> how deeply its expression nests

@@ -7,6 +7,7 @@ import networkx as nx
 
 from irad.effects import is_impure_prim
 from irad.ir import GUARD_PRIMS, Graph, Op
+from irad.loops import LOOP_PRIM, step_has_effect
 
 
 def to_nx(g: Graph) -> nx.DiGraph:
@@ -41,5 +42,6 @@ def ancestors_of(dg: nx.DiGraph, roots: Iterable[Any]) -> set[Any]:
 
 
 def has_effect(op: Op) -> bool:
-    """Ops that must run even if nothing reads them: guards and impure calls (see irad.effects)."""
-    return op.prim in GUARD_PRIMS or is_impure_prim(op.prim)
+    """Ops that must run even if nothing reads them: guards and impure calls (see irad.effects), and
+    loops whose step holds a guard (it checks every iteration)."""
+    return op.prim in GUARD_PRIMS or is_impure_prim(op.prim) or (op.prim == LOOP_PRIM and step_has_effect(op))

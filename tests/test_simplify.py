@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import irad
 import irad.passes as P
+from irad import loops
 from irad.gradcheck import check_grads
 from irad.ir import ArrayT, Const, Graph, Op, ScalarT, Var
 from irad.lower import MAX_INLINE_DEPTH, inline_plan, lower
@@ -363,8 +364,15 @@ def test_random_scalar_chains_match_python_bit_for_bit():
             assert a[1] == b[1]
 
 
+@pytest.fixture
+def unrolled():
+    """These peepholes are of straight-line programs: the loops stay written out."""
+    with loops.rerolling(False):
+        yield
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_numpy_scalar_elements_and_their_constants(dtype):
+def test_numpy_scalar_elements_and_their_constants(dtype, unrolled):
     """``x[i]`` of an array is a numpy scalar, and so are the cotangent constants: ``np.float64(1.0)
     * v`` drops only where the result keeps ``v``'s type (a float32 ``v`` becomes float64)."""
     rng = np.random.default_rng(3)
@@ -412,7 +420,7 @@ def _prims_of(f, *args):
 
 
 @pytest.mark.parametrize("n", [2, 3, 9])
-def test_scatters_of_array_elements_become_one_array(n):
+def test_scatters_of_array_elements_become_one_array(n, unrolled):
     rng = np.random.default_rng(n)
     exact = [(rng.integers(-5, 5, size=n).astype(float),) for _ in range(3)]
     vg = _same_programs(rosen, *exact)

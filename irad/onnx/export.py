@@ -5,6 +5,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import onnx
+
+from ..loops import unroll
 from onnx import helper, numpy_helper
 
 from ..ir import GUARD_PRIMS, Graph, Op, Type, Var
@@ -40,6 +42,7 @@ def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_name
     function in the ``irad`` domain named after it (``pullback.numpy.tanh``), whose body is the
     rule's traced body (see ``_RuleFunctions``).
     """
+    g = unroll(g)  # NOTE: loop ops are written out (ONNX Loop/Scan export is not built yet)
     from .. import passes as irad_passes
 
     b = _Builder()
