@@ -31,17 +31,19 @@ from .ir import GUARD_PRIMS, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, bi
 
 LOOP_PRIM = "irad.loop"
 LOOP_T = OpaqueT("loop")
-#: runs shorter than this many iterations, or covering fewer ops, stay unrolled: a loop there
-#: costs more (Python's loop, the stacking) than it saves
+#: runs shorter than this many iterations stay unrolled
 MIN_TRIPS = 3
-MIN_OPS = 12
 
 
 @dataclass
 class Config:
-    """``reroll``: grad, value_and_grad and vjp re-roll loops before differentiating (on by default)."""
+    """``reroll``: grad, value_and_grad and vjp re-roll loops before differentiating (on by default).
+    ``min_ops``: a run of iterations covering fewer ops stays unrolled.  Re-rolled programs compile
+    in a tenth of the time, but today run slower than the unrolled ones (a 50-step RNN's gradient:
+    1.5-1.7x, docs/benchmarks.md), so only long runs are re-rolled by default."""
 
     reroll: bool = True
+    min_ops: int = 400
 
 
 #: owned by this module; tests and users switch re-rolling off with ``irad.loops.CONFIG.reroll = False``
@@ -49,14 +51,15 @@ CONFIG = Config()
 
 
 @contextlib.contextmanager
-def rerolling(on: bool) -> Iterator[None]:
-    """Switch re-rolling on or off for a block (a test of what unrolled programs do)."""
-    was = CONFIG.reroll
+def rerolling(on: bool, min_ops: int | None = None) -> Iterator[None]:
+    """Switch re-rolling on or off (and set ``min_ops``) for a block."""
+    was = CONFIG.reroll, CONFIG.min_ops
     CONFIG.reroll = on
+    CONFIG.min_ops = was[1] if min_ops is None else min_ops
     try:
         yield
     finally:
-        CONFIG.reroll = was
+        CONFIG.reroll, CONFIG.min_ops = was
 
 
 #: how many later occurrences of an op's signature are tried as the period of a run
@@ -259,7 +262,7 @@ def reroll(g: Graph, values: dict[int, Any] | None = None) -> Graph:
 def _reroll_ops(ops: list[Op], out_ids: set[int], ids: _Ids, values: dict[int, Any] | None,
                 name: str) -> list[Op] | None:
     n = len(ops)
-    if n < MIN_OPS:
+    if n < CONFIG.min_ops:
         return None
     sig = [signature(op) for op in ops]
     nxt = [-1] * n
@@ -279,13 +282,13 @@ def _reroll_ops(ops: list[Op], out_ids: set[int], ids: _Ids, values: dict[int, A
             k = 1
             while i + (k + 1) * p <= n and sig[i + k * p: i + (k + 1) * p] == sig[i: i + p]:
                 k += 1
-            if k >= MIN_TRIPS and k * p >= MIN_OPS and (best is None or k * p > best[1] * best[0]):
+            if k >= MIN_TRIPS and k * p >= CONFIG.min_ops and (best is None or k * p > best[1] * best[0]):
                 best = (p, k)
             j, tries = nxt[j], tries + 1
         if best is not None:
             p, k = best
             made = None
-            while k >= MIN_TRIPS and k * p >= MIN_OPS and made is None:
+            while k >= MIN_TRIPS and k * p >= CONFIG.min_ops and made is None:
                 made = _plan(ops, i, p, k, out_ids, readers_after, ids, values, f"{name}_loop")
                 if made is None:
                     k -= 1  # a later iteration may read further back (a first value kept): try fewer

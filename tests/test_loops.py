@@ -17,6 +17,13 @@ from irad.ir import evaluate, verify
 R = np.random.default_rng(0)
 
 
+@pytest.fixture(autouse=True)
+def short_loops_reroll():
+    """These loops are short (12 ops and more): re-roll them."""
+    with loops.rerolling(True, min_ops=12):
+        yield
+
+
 def rnn(W, U, xs, h0):
     h = h0
     loss = 0.0
@@ -162,11 +169,8 @@ def _graph(f, args):
 
 
 def _unrolled_grad(f, args, nums):
-    loops.CONFIG.reroll = False
-    try:
+    with loops.rerolling(False):
         return irad.grad(f, argnums=nums)(*args)
-    finally:
-        loops.CONFIG.reroll = True
 
 
 def _close(a, b, tol=1e-10):
@@ -298,11 +302,8 @@ def test_vjp_of_a_loop():
 
     y, pb = irad.vjp(states, W, h0)
     ybar = R.normal(size=y.shape)
-    loops.CONFIG.reroll = False
-    try:
+    with loops.rerolling(False):
         y2, pb2 = irad.vjp(states, W, h0)
-    finally:
-        loops.CONFIG.reroll = True
     _close(y, y2)
     _close(pb(ybar), pb2(ybar))
     _close(pb(ybar * 2), pb2(ybar * 2))
@@ -317,11 +318,16 @@ def test_a_long_loop_compiles_to_a_short_program():
     _close(gf(x * 0.5), _unrolled_grad(rosen_array, (x * 0.5,), 0), 1e-8)
 
 
+def test_by_default_only_long_runs_reroll():
+    W, U, xs, h0 = CASES["rnn"][1]()
+    with loops.rerolling(True, min_ops=loops.Config().min_ops):
+        assert not any(op.prim == loops.LOOP_PRIM for op in irad.compile(rnn, W, U, xs, h0).graph.ops)
+        x = R.normal(size=200)
+        assert any(op.prim == loops.LOOP_PRIM for op in irad.compile(rosen_array, x).graph.ops)
+
+
 def test_reroll_off_switch():
     W, U, xs, h0 = CASES["rnn"][1]()
-    loops.CONFIG.reroll = False
-    try:
+    with loops.rerolling(False):
         prog = irad.compile(rnn, W, U, xs, h0)
-    finally:
-        loops.CONFIG.reroll = True
     assert not any(op.prim == loops.LOOP_PRIM for op in prog.graph.ops)
