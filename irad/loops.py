@@ -208,6 +208,8 @@ def _const_same(a: Const, b: Const) -> bool:
         return False
     if isinstance(a.value, Loop) and isinstance(b.value, Loop):
         return a.value is b.value or a.value.key == b.value.key
+    if type(a.value) in (float, complex) or isinstance(a.value, np.inexact):
+        return type(a.value) is type(b.value) and repr(a.value) == repr(b.value)  # 0.0 and -0.0 differ
     return a == b
 
 

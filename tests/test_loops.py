@@ -331,3 +331,22 @@ def test_reroll_off_switch():
     with loops.rerolling(False):
         prog = irad.compile(rnn, W, U, xs, h0)
     assert not any(op.prim == loops.LOOP_PRIM for op in prog.graph.ops)
+
+
+def test_a_signed_zero_that_changes_per_iteration_is_not_one_constant():
+    zs = [0.0, -0.0] * 4
+
+    def f(x):
+        s = x
+        for z in zs:
+            s = np.arctan2(z, s) - 4.0 + s * 0.5  # s stays negative; arctan2(-0.0, negative) is -pi, arctan2(0.0, negative) is pi
+        return np.sum(s)
+
+    x = -np.abs(R.normal(size=3)) - 0.5
+    r = loops.reroll(_graph(f, (x,)))
+    _close(tuple(evaluate(r, [x])), (f(x),), 1e-12)
+    gf = irad.value_and_grad(f)
+    gf(x)
+    v, g = gf(x * 1.1)
+    _close(v, f(x * 1.1))
+    check_grads(f, x)
