@@ -110,7 +110,8 @@ class Loop:
 
 def run(g: Graph, inputs: Sequence[Any]) -> list[Any]:
     """``ir.evaluate`` without its error decoration (a loop body's guard names its own op)."""
-    return [map_atoms(a, _getter(env)) for env in [values_of(g, inputs)] for a in g.outputs]
+    get = _getter(values_of(g, inputs))
+    return [map_atoms(a, get) for a in g.outputs]
 
 
 def values_of(g: Graph, inputs: Sequence[Any]) -> dict[int, Any]:
