@@ -559,7 +559,8 @@ class _Scan:
     seeded: list[int]  # body output positions (in the forward step's order) whose cotangent the step reads
     bwd: Graph  # (residuals..., ybar...) -> cotangents of the wrt body inputs
     wrt: list[int]  # body input positions differentiated
-    res_src: list[tuple[str, Any]]  # per residual of ``bwd``: ("inv", atom) | ("xs", slot) | ("slot", outs)
+    #: per residual of ``bwd``: ("inv", atom) | ("xs", slot) | ("slot", per-iteration outs) | ("stack", stacked out)
+    res_src: list[tuple[str, Any]]
     useful_ys: list[int]
 
 
@@ -627,20 +628,30 @@ def _loop_forward(b: _Builder, op: Op, active: set[int], useful: set[int]) -> _S
         back[i] = pos
     step = fwd_b.replace(outputs=tuple(fwd_b.outputs[back[i]] for i in range(n_out)) + tuple(extra),
                          name=body.name)
-    fl = loops.Loop(step, loop.n, nc, ni_f, loop.xs_kinds, loop.ys_kinds + ("each",) * len(extra), loop.reverse)
+    # an array residual is stacked into one preallocated array; a scalar one is kept per iteration
+    kinds = tuple("stack" if _stackable(r.type) else "each" for r in extra)
+    fl = loops.Loop(step, loop.n, nc, ni_f, loop.xs_kinds, loop.ys_kinds + kinds, loop.reverse)
     result = fl([b.get(a) for a in init], [b.get(a) for a in inv],
                 [tuple(b.get(x) for x in a) if kind == "each" else b.get(a) for kind, a in zip(loop.xs_kinds, xs)])
-    res_outs = []
-    base = len(op.outs)
-    for j, r in enumerate(extra):
-        for i in range(loop.n):
-            res_outs.append(b.new(result[base + j * loop.n + i], f"r{j}"))
+    res_outs: list[Var] = []
+    at = len(op.outs)
+    slots: list[tuple[str, Any]] = []
+    for j, kind in enumerate(kinds):
+        width = 1 if kind == "stack" else loop.n
+        outs = [b.new(result[at + k], f"r{j}") for k in range(width)]
+        at += width
+        res_outs.extend(outs)
+        slots.append(("stack", outs[0]) if kind == "stack" else ("slot", tuple(outs)))
     b.ops.append(loops.make_op(fl, init, inv, xs, op.outs + tuple(res_outs), op.loc))
-    for j, _ in enumerate(extra):
-        res_src_outs = tuple(res_outs[j * loop.n:(j + 1) * loop.n])
-        res_src[[k for k, (kind, v) in enumerate(res_src) if kind == "slot" and v == j][0]] = ("slot", res_src_outs)
+    res_src = [slots[v] if kind == "slot" else (kind, v) for kind, v in res_src]
     seeded = [order[p] for p in jb.seed_outputs]
     return _Scan(op, fl, active_carries, seeded, bwd_b, wrt, res_src, useful_ys)
+
+
+def _stackable(t: Any) -> bool:
+    """Can per-iteration values of type ``t`` share one preallocated array (an ndarray of a
+    numeric dtype; scalars stay a list, where ``Y[i]`` would turn a float into ``np.float64``)?"""
+    return isinstance(t, ArrayT) and not t.scalar and t.dtype != "object"
 
 
 def _hoist(b: _Builder, body: Graph, nc: int, ni: int, inv: tuple[Any, ...], loc: Any) -> tuple[Graph, list[Any]]:
@@ -712,7 +723,7 @@ def _loop_backward(b: _Builder, sc: _Scan, cot: dict[int, Any]) -> None:
     inv_wrt = [i for i in sc.wrt if nc <= i < nc + ni]
     acc = [fresh(body.inputs[i].type, _hint(body.inputs[i]) + "_acc") for i in inv_wrt]
     r_inv = [(v, a) for v, (kind, a) in zip(res_in, sc.res_src) if kind == "inv"]
-    r_xs = [(v, a) for v, (kind, a) in zip(res_in, sc.res_src) if kind in ("xs", "slot")]
+    r_xs = [(v, a) for v, (kind, a) in zip(res_in, sc.res_src) if kind in ("xs", "slot", "stack")]
     y_seeded = [p for p in sc.seeded if p >= nc]
     ops = list(bwd.ops)
     acc_out = []
@@ -731,8 +742,8 @@ def _loop_backward(b: _Builder, sc: _Scan, cot: dict[int, Any]) -> None:
         if kind == "xs":
             xs_kinds.append(loop.xs_kinds[a])
             outer_xs.append(xs[a])
-        elif kind == "slot":
-            xs_kinds.append("each")
+        elif kind in ("slot", "stack"):
+            xs_kinds.append("each" if kind == "slot" else "stack")
             outer_xs.append(a)
     groups = _ys_groups(loop, op)
     for p in y_seeded:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import operator
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -481,14 +481,15 @@ def _stacked_rows(op0: Op, cols: list[tuple[Any, ...]], block: list[list[Op]], r
 # ---- unrolling ---------------------------------------------------------------------------------------
 
 
-def unroll(g: Graph) -> Graph:
-    """``g`` with every loop op written out as straight-line ops (the inverse of ``reroll``)."""
-    if not any(op.prim == LOOP_PRIM for op in g.ops):
+def unroll(g: Graph, keep: Callable[[Op], bool] | None = None) -> Graph:
+    """``g`` with its loop ops written out as straight-line ops (the inverse of ``reroll``); a
+    top-level loop op for which ``keep(op)`` is true stays a loop."""
+    if not any(op.prim == LOOP_PRIM and (keep is None or not keep(op)) for op in g.ops):
         return g
     ids = _Ids(g)
     ids.next = max(ids.next, _max_id(g) + 1)
     env: dict[int, Any] = {}
-    ops = list(_unrolled(list(g.ops), ids, env))
+    ops = list(_unrolled(list(g.ops), ids, env, keep=keep))
     outs = tuple(map_atoms(o, lambda a: env.get(a.id, a) if isinstance(a, Var) else a) for o in g.outputs)
     return g.replace(ops=tuple(ops), outputs=outs)
 
@@ -501,14 +502,15 @@ def _max_id(g: Graph) -> int:
     return m
 
 
-def _unrolled(ops: list[Op], ids: _Ids, env: dict[int, Any], fresh: bool = False) -> Iterator[Op]:
+def _unrolled(ops: list[Op], ids: _Ids, env: dict[int, Any], fresh: bool = False,
+              keep: Callable[[Op], bool] | None = None) -> Iterator[Op]:
     """The ops with loops written out; ``env`` maps a replaced Var's id to the atom that now holds it;
     ``fresh``: every op gets new outs (one copy of a loop body per iteration)."""
     def sub(x: Any) -> Any:
         return env.get(x.id, x) if isinstance(x, Var) else x
 
     for op in ops:
-        if op.prim != LOOP_PRIM:
+        if op.prim != LOOP_PRIM or (keep is not None and keep(op)):
             outs = None
             if fresh:
                 outs = tuple(ids.var(o.type, o.hint) for o in op.outs)

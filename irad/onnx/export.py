@@ -6,9 +6,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import onnx
 
-from ..loops import unroll
 from onnx import helper, numpy_helper
 
+from .. import loops
 from ..ir import GUARD_PRIMS, Graph, Op, Type, Var
 from .ops import _DT, MULTI_OPS, OPS, OPSET, ExportError, _Builder, _dtype, _shape, _Unsupported
 
@@ -42,7 +42,7 @@ def export_graph(g: Graph, input_names: Sequence[str] | None = None, output_name
     function in the ``irad`` domain named after it (``pullback.numpy.tanh``), whose body is the
     rule's traced body (see ``_RuleFunctions``).
     """
-    g = unroll(g)  # NOTE: loop ops are written out (ONNX Loop/Scan export is not built yet)
+    g = loops.unroll(g, keep=_loop_exports)  # a loop whose step holds a rule call or a guard is written out
     from .. import passes as irad_passes
 
     b = _Builder()
@@ -118,6 +118,9 @@ def _emit_ops(b: _Builder, ops: Sequence[Op], problems: list[str], rules: "_Rule
             continue
         if any(v.id not in b.names for v in op.inputs):
             continue  # an op reading the result of an op already reported: not a cause of its own
+        if op.prim == loops.LOOP_PRIM:
+            _emit_loop(b, op, problems)
+            continue
         emit, multi = OPS.get(op.prim), MULTI_OPS.get(op.prim)
         if emit is None and multi is None:
             problems.append(f"{op.prim}{_at(op)}: no ONNX mapping")
@@ -125,7 +128,7 @@ def _emit_ops(b: _Builder, ops: Sequence[Op], problems: list[str], rules: "_Rule
         if multi is None and len(op.outs) != 1:
             problems.append(f"{op.prim}{_at(op)}: {len(op.outs)} outputs (only single-output ops are exported)")
             continue
-        names = [(_clean(v.hint) + "_" if v.hint else "v") + str(v.id) for v in op.outs]
+        names = [b.prefix + (_clean(v.hint) + "_" if v.hint else "v") + str(v.id) for v in op.outs]
         try:
             for v in op.outs:
                 _dtype(v.type)
@@ -139,6 +142,106 @@ def _emit_ops(b: _Builder, ops: Sequence[Op], problems: list[str], rules: "_Rule
         for v, nm in zip(op.outs, names):
             b.names[v.id] = nm
             b.types[nm] = (_dtype(v.type), _shape(v.type))
+
+
+def _loop_exports(op: Op) -> bool:
+    """Can this loop op be one ONNX ``Loop``: is every op of its step (and of the loops inside it)
+    one that exports without the rule functions, which only the top-level graph holds?"""
+    for bop in loops.loop_of(op).body.ops:
+        if bop.prim in _RULE_PRIMS or bop.prim == "call_pullback" or \
+                (bop.prim in GUARD_PRIMS and bop.prim not in MULTI_OPS) or \
+                (bop.prim == loops.LOOP_PRIM and not _loop_exports(bop)):
+            return False
+    return True
+
+
+class _StepBuilder(_Builder):
+    """Builds the body of an ONNX ``Loop``: names are unique in the whole model (they share the
+    outer builder's counter and carry a prefix); constants live in the outer graph, whose values
+    a body reads by name."""
+
+    def __init__(self, outer: _Builder) -> None:
+        super().__init__()
+        self.outer = outer
+        self.prefix = outer.fresh("step") + "_"
+        self.types = dict(outer.types)
+
+    def fresh(self, base: str = "t") -> str:
+        return self.outer.fresh(base)
+
+    def array(self, value: Any, dtype: str | None = None) -> str:
+        name = self.outer.array(value, dtype)
+        self.types[name] = self.outer.types[name]
+        return name
+
+
+def _emit_loop(b: _Builder, op: Op, problems: list[str]) -> None:
+    """An ``irad.loop`` as an ONNX ``Loop`` of ``n`` trips: carries are its loop-carried values,
+    invariants are read from the outer scope, a ``stack`` input's row is a ``Gather`` of the
+    iteration number (``n - 1 - i`` for a reverse loop), an ``each`` input is stacked first; every
+    output is a scan output, split back into one value per iteration for ``each`` outputs."""
+    loop = loops.loop_of(op)
+    body, nc, ni, n = loop.body, loop.n_carry, loop.n_inv, loop.n
+    init, inv, xs = op.args
+    sb = _StepBuilder(b)
+    it, cond = sb.fresh("iter"), sb.fresh("cond")
+    graph_in = [helper.make_tensor_value_info(it, onnx.TensorProto.INT64, []),
+                helper.make_tensor_value_info(cond, onnx.TensorProto.BOOL, [])]
+    try:
+        carried = [b.cast(a, _dtype(v.type)) for a, v in zip(init, body.inputs[:nc])]
+        for v in body.inputs[:nc]:
+            nm = sb.fresh(sb.prefix + "carry")
+            sb.names[v.id] = nm
+            sb.types[nm] = (_dtype(v.type), _shape(v.type))
+            graph_in.append(_value_info(nm, v.type))
+        for v, a in zip(body.inputs[nc:nc + ni], inv):
+            nm, dt, shape = b.atom(a)
+            sb.names[v.id] = nm
+            sb.types[nm] = (dt, shape)
+        row = sb.node("Sub", [b.array(np.int64(n - 1)), it]) if loop.reverse else it
+        for v, kind, a in zip(body.inputs[nc + ni:], loop.xs_kinds, xs):
+            dt = _dtype(v.type)
+            if kind == "stack":
+                src = b.cast(a, dt)
+            else:
+                src = b.node("Concat", [b.node("Unsqueeze", [b.cast(x, dt), b.ints([0])]) for x in a], axis=0)
+            nm = sb.node("Gather", [src, row], axis=0)
+            sb.names[v.id] = nm
+            sb.types[nm] = (dt, _shape(v.type))
+        body_problems: list[str] = []
+        _emit_ops(sb, body.ops, body_problems, None)
+        if body_problems:
+            problems.extend(f"{p} (in the step of the loop{_at(op)})" for p in body_problems)
+            return
+        graph_out = [helper.make_tensor_value_info(sb.node("Identity", [cond]), onnx.TensorProto.BOOL, [])]
+        elems = []  # (dtype, shape) of each step output
+        for o in body.outputs:
+            src, dt, shape = sb.atom(o)
+            want = _dtype(o.type) if isinstance(o, Var) else dt
+            nm = sb.node("Identity", [src]) if want == dt else sb.node("Cast", [src], to=_DT[want])
+            graph_out.append(helper.make_tensor_value_info(nm, _DT[want], list(shape)))
+            elems.append((want, shape))
+        step = helper.make_graph(sb.nodes, sb.prefix.rstrip("_"), graph_in, graph_out)
+        results = b.node_outs("Loop", [b.array(np.int64(n)), ""] + carried, [None] * len(body.outputs), body=step)
+    except _Unsupported as e:
+        problems.append(f"{op.prim}{_at(op)}: {e}")
+        return
+    for o, nm in zip(op.outs[:nc], results[:nc]):
+        b.names[o.id] = nm
+        b.types[nm] = (_dtype(o.type), _shape(o.type))
+    at = nc
+    for kind, scan, (dt, shape) in zip(loop.ys_kinds, results[nc:], elems[nc:]):
+        if kind == "stack":  # scan rows are in trip order: a reverse loop's are reversed
+            nm = b.node("Gather", [scan, b.ints(range(n - 1, -1, -1))], axis=0) if loop.reverse else scan
+            b.names[op.outs[at].id] = nm
+            b.types[nm] = (dt, (n,) + tuple(shape))
+            at += 1
+            continue
+        for i in range(n):
+            nm = b.node("Gather", [scan, b.array(np.int64(n - 1 - i if loop.reverse else i))], axis=0)
+            b.names[op.outs[at + i].id] = nm
+            b.types[nm] = (dt, tuple(shape))
+        at += n
 
 
 def _name_outputs(nodes: list[onnx.NodeProto], srcs: list[str]) -> list[str]:
@@ -337,6 +440,8 @@ def export(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0, 
         model = export_graph(g, ins, names, name=f"{fname}_grad")
     else:
         g, _, _ = trace_values(f, args, kwargs)
+        if loops.CONFIG.reroll:  # as grad does: a long loop exports as one ``Loop``
+            g = loops.reroll(g)
         model = export_graph(g, None, [f"out{i}" if len(g.outputs) > 1 else "out" for i in range(len(g.outputs))],
                              name=fname)
     onnx.checker.check_model(model, full_check=True)

@@ -64,6 +64,8 @@ class _Builder:
         self.types: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.const_names: dict[Any, str] = {}
         self.k = 0
+        #: put before the names of op results (a loop step's values are named apart from the graph's)
+        self.prefix = ""
 
     def fresh(self, base: str = "t") -> str:
         self.k += 1
