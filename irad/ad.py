@@ -607,8 +607,10 @@ def _loop_forward(b: _Builder, op: Op, active: set[int], useful: set[int]) -> _S
     vals = loops.values_of(stepped, first)
     jb = reverse(stepped, vals, wrt, seed="input", outputs=nc + len(useful_ys))
     opt = irad_passes.run(jb.graph, None)
-    fwd_b, bwd_b, _ = split(jb, opt)
+    fwd_b, bwd_b, n_res = split(jb, opt)
     n_out = len(stepped.outputs)
+    if loop.remat:  # keep the step's inputs only; the backward step runs the forward step again first
+        fwd_b, bwd_b = _recomputed(fwd_b, bwd_b, n_res, stepped, irad_passes.dce)
     fwd_b, inv = _hoist(b, fwd_b, nc, ni, tuple(inv), op.loc)
     ni_f = len(inv)
     inputs = {v.id: i for i, v in enumerate(fwd_b.inputs)}
@@ -630,7 +632,7 @@ def _loop_forward(b: _Builder, op: Op, active: set[int], useful: set[int]) -> _S
                          name=body.name)
     # an array residual is stacked into one preallocated array; a scalar one is kept per iteration
     kinds = tuple("stack" if _stackable(r.type) else "each" for r in extra)
-    fl = loops.Loop(step, loop.n, nc, ni_f, loop.xs_kinds, loop.ys_kinds + kinds, loop.reverse)
+    fl = loops.Loop(step, loop.n, nc, ni_f, loop.xs_kinds, loop.ys_kinds + kinds, loop.reverse, loop.remat)
     result = fl([b.get(a) for a in init], [b.get(a) for a in inv],
                 [tuple(b.get(x) for x in a) if kind == "each" else b.get(a) for kind, a in zip(loop.xs_kinds, xs)])
     res_outs: list[Var] = []
@@ -646,6 +648,19 @@ def _loop_forward(b: _Builder, op: Op, active: set[int], useful: set[int]) -> _S
     res_src = [slots[v] if kind == "slot" else (kind, v) for kind, v in res_src]
     seeded = [order[p] for p in jb.seed_outputs]
     return _Scan(op, fl, active_carries, seeded, bwd_b, wrt, res_src, useful_ys)
+
+
+def _recomputed(fwd: Graph, bwd: Graph, n_res: int, stepped: Graph, dce: Any) -> tuple[Graph, Graph]:
+    """A checkpointed step (``Loop.remat``): the forward step is the traced step, whose residuals
+    are the inputs the backward step reads; the backward step is the split forward step (with
+    its residuals) followed by the split backward step."""
+    assert [v.id for v in fwd.inputs] == [v.id for v in stepped.inputs]
+    ybar = bwd.inputs[n_res:]
+    glued = dce(Graph(bwd.name, fwd.inputs + ybar, fwd.ops + bwd.ops, bwd.outputs))
+    used = {v.id for op in glued.ops for v in op.inputs} | {o.id for o in glued.outputs if isinstance(o, Var)}
+    kept = tuple(v for v in fwd.inputs if v.id in used)
+    return (stepped.replace(outputs=stepped.outputs + kept),
+            glued.replace(inputs=kept + ybar))
 
 
 def _stackable(t: Any) -> bool:

@@ -369,8 +369,8 @@ def _build_joint(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, 
                  nums: tuple[int, ...], single: bool, passes: Sequence[Callable[[Graph], Graph]] | None, key: Any,
                  wrt_leaf: list[int], slots: list[Any], n_diff: int | None) -> Program:
     fname = getattr(f, "__name__", "f")
-    joint = ad.reverse(loops.reroll(g, tracer.values) if loops.CONFIG.reroll else g, tracer.values, wrt_leaf,
-                       seed="one", outputs=n_diff)
+    joint = ad.reverse(loops.for_reverse_mode(g, tracer.values), tracer.values, wrt_leaf, seed="one",
+                       outputs=n_diff)
     # the first call's results, then the trace-time values are released: the passes and lowering
     # of a call on big arrays need none of them (the first call's peak memory)
     flat = [joint.values[o.id] if isinstance(o, Var) else o.value for o in joint.graph.outputs]
@@ -822,8 +822,8 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     if not wrt:
         for k, a in enumerate(args):
             _refuse_integer_arrays(f, k, flatten(a, depth=Depth.OBJECTS)[0])
-    joint = ad.reverse(loops.reroll(g, tracer.values) if loops.CONFIG.reroll else g, tracer.values, wrt,
-                       seed="input", outputs=n_diff)
+    joint = ad.reverse(loops.for_reverse_mode(g, tracer.values), tracer.values, wrt, seed="input",
+                       outputs=n_diff)
     opt = irad_passes.run(joint.graph, None)
     fwd_g, bwd_g, _ = split(joint, opt)
     name = getattr(f, "__name__", "f")

@@ -44,6 +44,9 @@ class Config:
 
     reroll: bool = True
     min_ops: int = 400
+    #: a loop whose step makes more bytes than this over all its iterations is checkpointed
+    #: (``checkpoint_loops``); ``None``: never
+    checkpoint_bytes: int | None = 1 << 28
 
 
 #: owned by this module; tests and users switch re-rolling off with ``irad.loops.CONFIG.reroll = False``
@@ -60,6 +63,18 @@ def rerolling(on: bool, min_ops: int | None = None) -> Iterator[None]:
         yield
     finally:
         CONFIG.reroll, CONFIG.min_ops = was
+
+
+@contextlib.contextmanager
+def checkpointing(min_bytes: int | None) -> Iterator[None]:
+    """Checkpoint the loops whose steps make more than ``min_bytes`` over all iterations (``0``:
+    every loop; ``None``: none) for a block."""
+    was = CONFIG.checkpoint_bytes
+    CONFIG.checkpoint_bytes = min_bytes
+    try:
+        yield
+    finally:
+        CONFIG.checkpoint_bytes = was
 
 
 #: how many later occurrences of an op's signature are tried as the period of a run
@@ -79,13 +94,16 @@ class Loop:
     xs_kinds: tuple[str, ...]
     ys_kinds: tuple[str, ...]
     reverse: bool = False
+    #: reverse mode keeps only each iteration's carry and recomputes the step in the backward loop
+    remat: bool = False
 
     def __repr__(self) -> str:
-        return f"{self.body.name}(n={self.n}{', reverse' if self.reverse else ''})"
+        return f"{self.body.name}(n={self.n}{', reverse' if self.reverse else ''}{', remat' if self.remat else ''})"
 
     @property
     def key(self) -> Any:
-        return (self.n, self.n_carry, self.n_inv, self.xs_kinds, self.ys_kinds, self.reverse, canonical(self.body))
+        return (self.n, self.n_carry, self.n_inv, self.xs_kinds, self.ys_kinds, self.reverse, self.remat,
+                canonical(self.body))
 
     def order(self) -> range:
         return range(self.n - 1, -1, -1) if self.reverse else range(self.n)
@@ -245,6 +263,17 @@ class _Ids:
         v = Var(self.next, t, hint)
         self.next += 1
         return v
+
+
+def for_reverse_mode(g: Graph, values: dict[int, Any] | None = None) -> Graph:
+    """What grad, value_and_grad and vjp differentiate: ``g`` re-rolled, its big loops
+    checkpointed, as ``CONFIG`` says."""
+    if not CONFIG.reroll:
+        return g
+    g = reroll(g, values)
+    if CONFIG.checkpoint_bytes is not None:
+        g = checkpoint_loops(g, values, CONFIG.checkpoint_bytes)
+    return g
 
 
 def reroll(g: Graph, values: dict[int, Any] | None = None) -> Graph:
@@ -551,3 +580,150 @@ def _unrolled(ops: list[Op], ids: _Ids, env: dict[int, Any], fresh: bool = False
                 finals.extend(col)
         for o, f in zip(op.outs, finals):
             env[o.id] = f
+
+
+# ---- checkpointing ---------------------------------------------------------------------------------
+
+
+def step_bytes(loop: Loop) -> int:
+    """The bytes of the arrays one iteration of ``loop``'s step makes (what reverse mode may keep)."""
+    total = 0
+    for op in loop.body.ops:
+        if op.prim == LOOP_PRIM:
+            total += loop_of(op).n * step_bytes(loop_of(op))
+            continue
+        for o in op.outs:
+            t = o.type
+            if isinstance(t, ArrayT):
+                total += int(np.prod(t.shape, dtype=np.int64)) * (np.dtype(t.dtype).itemsize if t.dtype != "object"
+                                                                   else 8)
+            else:
+                total += 8
+    return total
+
+
+def _segment_length(n: int) -> int:
+    """The divisor of ``n`` nearest sqrt(n) (1 when ``n`` is prime: no segments)."""
+    best = 1
+    for k in range(2, n):
+        if n % k == 0 and abs(k - n ** 0.5) < abs(best - n ** 0.5):
+            best = k
+    return best
+
+
+def checkpoint_loops(g: Graph, values: dict[int, Any] | None = None, min_bytes: int = 0) -> Graph:
+    """Checkpoint each top-level loop of ``g`` whose step makes more than ``min_bytes`` over all
+    its iterations (the sqrt(n) schedule): the loop becomes an outer loop of ``n / k`` segments,
+    each an inner loop of ``k`` iterations (``k`` the divisor of ``n`` nearest sqrt(n)), marked
+    ``remat``.  Reverse mode then keeps only each segment's starting carry and, in the backward
+    loop, runs the segment again (keeping its ``k`` iterations' residuals) before reversing it:
+    memory ~ (n/k + k) iterations' state instead of n, for one more forward run of the loop.  A
+    loop of a prime number of iterations is marked ``remat`` itself (its carries are kept, the
+    rest recomputed).  ``values`` gets the values of the Vars made here, as in ``reroll``."""
+    if not any(op.prim == LOOP_PRIM and not loop_of(op).remat and
+               loop_of(op).n * step_bytes(loop_of(op)) > min_bytes for op in g.ops):
+        return g
+    ids = _Ids(g)
+    ids.next = max(ids.next, _max_id(g) + 1)
+    ops: list[Op] = []
+    for op in g.ops:
+        loop = loop_of(op) if op.prim == LOOP_PRIM else None
+        if loop is None or loop.remat or loop.n * step_bytes(loop) <= min_bytes:
+            ops.append(op)
+            continue
+        k = _segment_length(loop.n)
+        if k == 1:
+            ops.append(make_op(_replace(loop, remat=True), *op.args, op.outs, op.loc))
+            continue
+        ops.extend(_segments(op, loop, k, ids, values))
+    return g.replace(ops=tuple(ops), provenance=g.provenance + ("checkpoint_loops",))
+
+
+def _replace(loop: Loop, **changes: Any) -> Loop:
+    import dataclasses
+    return dataclasses.replace(loop, **changes)
+
+
+def _value(a: Any, values: dict[int, Any] | None) -> Any:
+    if isinstance(a, Const):
+        return a.value
+    return None if values is None else values.get(a.id)
+
+
+def _segments(op: Op, loop: Loop, k: int, ids: _Ids, values: dict[int, Any] | None) -> list[Op]:
+    """``op`` as an outer loop (``remat``) of ``n / k`` iterations whose step is the loop over ``k``
+    iterations; the ops around it reshape stacked inputs to ``(n / k, k, ...)`` and outputs back."""
+    body, nc, ni, n = loop.body, loop.n_carry, loop.n_inv, loop.n
+    m = n // k
+    init, inv, xs = op.args
+    pre: list[Op] = []
+    post: list[Op] = []
+    c_in = [ids.var(v.type, v.hint) for v in body.inputs[:nc]]
+    o_inv = [a for a in inv if isinstance(a, Var)]  # constants stay constants of the inner loop
+    i_in = {a.id: ids.var(v.type, v.hint) for a, v in zip(inv, body.inputs[nc:nc + ni]) if isinstance(a, Var)}
+    inner_inv = [i_in[a.id] if isinstance(a, Var) else a for a in inv]
+    o_xs: list[Any] = []
+    o_kinds: list[str] = []
+    x_in: list[Var] = []
+    inner_xs: list[Any] = []
+    for kind, a, v in zip(loop.xs_kinds, xs, body.inputs[nc + ni:]):
+        if kind == "stack":
+            rest = tuple(a.type.shape[1:])
+            t = ArrayT(a.type.dtype, (m, k) + rest)
+            r = ids.var(t, "segments")
+            pre.append(Op("numpy.reshape", (a, Const((m, k) + rest, typeof((m, k) + rest))), (), (r,), np.reshape,
+                          op.loc))
+            if values is not None and _value(a, values) is not None:
+                values[r.id] = np.reshape(_value(a, values), (m, k) + rest)
+            seg = ids.var(ArrayT(a.type.dtype, (k,) + rest), v.hint)
+            o_xs.append(r)
+            o_kinds.append("stack")
+            x_in.append(seg)
+            inner_xs.append(seg)
+        else:  # the j-th iterations of every segment: one ``each`` input of the outer loop
+            col = []
+            for j in range(k):
+                u = ids.var(v.type, v.hint)
+                o_xs.append(tuple(a[s * k + j] for s in range(m)))
+                o_kinds.append("each")
+                x_in.append(u)
+                col.append(u)
+            inner_xs.append(tuple(col))
+    # the inner loop's outs, and the outer step's outputs
+    inner = _replace(loop, n=k)
+    i_outs: list[Var] = [ids.var(v.type, v.hint) for v in body.inputs[:nc]]
+    step_out: list[Any] = list(i_outs)
+    o_ys: list[str] = []
+    outer_outs: list[Var] = list(op.outs[:nc])
+    at = nc
+    for kind, y in zip(loop.ys_kinds, body.outputs[nc:]):
+        yt = y.type if isinstance(y, Var) else typeof(y.value)
+        if kind == "stack":
+            elem = tuple(getattr(yt, "shape", ()))
+            dt = getattr(yt, "dtype", "float64")
+            sv = ids.var(ArrayT(dt, (k,) + elem), "ys")
+            i_outs.append(sv)
+            step_out.append(sv)
+            o_ys.append("stack")
+            whole = op.outs[at]
+            seg = ids.var(ArrayT(dt, (m, k) + elem), "ys")
+            outer_outs.append(seg)
+            post.append(Op("numpy.reshape", (seg, Const(tuple(whole.type.shape), typeof(tuple(whole.type.shape)))),
+                           (), (whole,), np.reshape, op.loc))
+            if values is not None and whole.id in values:
+                values[seg.id] = np.reshape(values[whole.id], (m, k) + elem)
+            at += 1
+            continue
+        per = [ids.var(yt, "y") for _ in range(k)]
+        i_outs.extend(per)
+        step_out.extend(per)
+        o_ys.extend(["each"] * k)
+        outs_n = op.outs[at:at + n]
+        for j in range(k):
+            outer_outs.extend(outs_n[s * k + j] for s in range(m))
+        at += n
+    inner_op = make_op(inner, c_in, inner_inv, inner_xs, i_outs, op.loc)
+    outer_body = Graph(body.name + "_segment", tuple(c_in) + tuple(i_in[a.id] for a in o_inv) + tuple(x_in),
+                       (inner_op,), tuple(step_out))
+    outer = Loop(outer_body, m, nc, len(o_inv), tuple(o_kinds), tuple(o_ys), loop.reverse, remat=True)
+    return pre + [make_op(outer, init, o_inv, o_xs, outer_outs, op.loc)] + post

@@ -350,3 +350,81 @@ def test_a_signed_zero_that_changes_per_iteration_is_not_one_constant():
     v, g = gf(x * 1.1)
     _close(v, f(x * 1.1))
     check_grads(f, x)
+
+
+# ---- checkpointing: loops.checkpoint_loops (the sqrt(n) schedule) ---------------------------------
+
+
+def _remat_loops(g):
+    return [op for op in g.ops if op.prim == loops.LOOP_PRIM and loops.loop_of(op).remat]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_checkpointed_loops_give_the_unrolled_gradient(name):
+    f, make = CASES[name]
+    args = make()
+    nums = tuple(range(len(args)))
+    with loops.checkpointing(0):
+        prog = irad.compile(f, *args, argnums=nums)
+        assert "remat" in str(prog.graph), str(prog.graph)
+        gf = irad.value_and_grad(f, argnums=nums)
+        gf(*args)
+        for _ in range(2):  # second and third calls, on new values
+            new = make()
+            v, g = gf(*new)
+            _close(v, f(*new))
+            _close(g, _unrolled_grad(f, new, nums), 1e-9)
+            check_grads(f, *new, order=1)
+
+
+@pytest.mark.parametrize("name", ["rnn", "nested", "reversed_rows"])
+def test_checkpointed_loops_second_order(name):
+    f, make = CASES[name]
+    with loops.checkpointing(0):
+        check_grads(f, *make(), order=2)
+
+
+def test_a_loop_of_n_iterations_becomes_segments_of_the_divisor_nearest_sqrt_n():
+    W, xs = R.normal(size=(3, 3)) * 0.4, R.normal(size=(37, 3))  # the first step is peeled: 36 = 6 x 6
+    g = loops.reroll(_graph(stacked_states, (W, xs)))
+    c = verify(loops.checkpoint_loops(g, None, 0))
+    (outer,) = _remat_loops(c)
+    lo = loops.loop_of(outer)
+    assert lo.n == 6
+    (inner,) = [op for op in lo.body.ops if op.prim == loops.LOOP_PRIM]
+    assert loops.loop_of(inner).n == 6 and not loops.loop_of(inner).remat
+    leaves = [W, xs]
+    _close(tuple(evaluate(c, leaves)), tuple(evaluate(g, leaves)), 1e-12)
+
+
+def test_a_checkpointed_loop_keeps_one_carry_per_segment():
+    """The forward loop of a checkpointed 36-step RNN stacks 6 carries, not 36 iterations' state."""
+    W, U, h0 = R.normal(size=(3, 3)) * 0.5, R.normal(size=(3, 2)), R.normal(size=3)
+    xs = R.normal(size=(37, 2))
+    with loops.checkpointing(0):
+        prog = irad.compile(rnn, W, U, xs, h0, argnums=(0, 1))
+    (fwd,) = [op for op in prog.graph.ops if op.prim == loops.LOOP_PRIM and loops.loop_of(op).remat]
+    lo = loops.loop_of(fwd)
+    assert lo.n == 6
+    stacked = [o for o in fwd.outs if getattr(o.type, "shape", ())[:1] == (6,)]
+    assert stacked and all(o.type.shape[0] == 6 for o in stacked)
+    assert not any(getattr(o.type, "shape", ())[:1] == (36,) for o in fwd.outs)
+
+
+def test_a_prime_number_of_iterations_is_checkpointed_per_iteration():
+    W, xs = R.normal(size=(3, 3)) * 0.4, R.normal(size=(14, 3))  # 13 re-rolled iterations
+    g = loops.reroll(_graph(stacked_states, (W, xs)))
+    c = loops.checkpoint_loops(g, None, 0)
+    (op,) = _remat_loops(c)
+    assert loops.loop_of(op).n == 13 and not any(b.prim == loops.LOOP_PRIM for b in loops.loop_of(op).body.ops)
+    with loops.checkpointing(0):
+        v, gr = irad.value_and_grad(stacked_states, argnums=(0, 1))(W, xs)
+        v, gr = irad.value_and_grad(stacked_states, argnums=(0, 1))(W * 0.9, xs)
+    _close(gr, _unrolled_grad(stacked_states, (W * 0.9, xs), (0, 1)), 1e-9)
+
+
+def test_small_loops_are_not_checkpointed_by_default():
+    f, make = CASES["rnn"]
+    prog = irad.compile(f, *make(), argnums=(0,))
+    assert "remat" not in str(prog.graph)
+    assert loops.CONFIG.checkpoint_bytes is not None and loops.CONFIG.checkpoint_bytes > 1 << 20

@@ -83,3 +83,22 @@ def test_a_loop_with_a_guard_in_its_step_is_written_out_and_refused_as_before():
     assert any(op.prim == loops.LOOP_PRIM for op in prog.graph.ops)
     with pytest.raises(ExportError, match="value-dependent control flow"):
         export(branchy, W, h, argnums=(0, 1))
+
+
+@pytest.mark.parametrize("name", ["rnn", "reversed_rows", "rosen_list"])
+def test_checkpointed_loops_export_as_loops_inside_loops(name):
+    f, make = CASES[name]
+    args = make()
+    nums = tuple(range(len(args)))
+    with loops.checkpointing(0):
+        model = export(f, *args, argnums=nums)
+        prog = irad.compile(f, *args, argnums=nums)
+    # rnn's 6 iterations are 3 segments of 2 (a loop in each segment loop's body); the others' 7
+    # are prime: one loop each way, which keeps only the carries
+    assert _loop_nodes(model.graph) >= (4 if name == "rnn" else 2)
+    new = make()
+    _, out = run_model(model, prog, new)
+    _close(out[0], f(*new))
+    want = [x for w in _unrolled_grad(f, new, nums) for x in (w if isinstance(w, list) else [w])]
+    for g, w in zip(out[1:], want):
+        _close(np.asarray(g, float), np.asarray(w, float), 1e-9)
