@@ -664,9 +664,10 @@ def _recomputed(fwd: Graph, bwd: Graph, n_res: int, stepped: Graph, dce: Any) ->
 
 
 def _stackable(t: Any) -> bool:
-    """Can per-iteration values of type ``t`` share one preallocated array (an ndarray of a
-    numeric dtype; scalars stay a list, where ``Y[i]`` would turn a float into ``np.float64``)?"""
-    return isinstance(t, ArrayT) and not t.scalar and t.dtype != "object"
+    """Can per-iteration values of type ``t`` share one preallocated array: an ndarray or a numpy
+    scalar of a numeric dtype (``Y[i]`` gives back an ``np.float64``)?  Python scalars stay a list,
+    where ``Y[i]`` would turn a ``float`` into an ``np.float64``."""
+    return isinstance(t, ArrayT) and t.dtype != "object"
 
 
 def _hoist(b: _Builder, body: Graph, nc: int, ni: int, inv: tuple[Any, ...], loc: Any) -> tuple[Graph, list[Any]]:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from .effects import is_impure_prim
+from .errors import GuardError
 from .ir import GUARD_PRIMS, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, bind_outputs, map_atoms, typeof
 
 LOOP_PRIM = "irad.loop"
@@ -96,6 +97,7 @@ class Loop:
     reverse: bool = False
     #: reverse mode keeps only each iteration's carry and recomputes the step in the backward loop
     remat: bool = False
+    _compiled: Any = field(default=None, init=False, repr=False)  # the step compiled, once needed
 
     def __repr__(self) -> str:
         return f"{self.body.name}(n={self.n}{', reverse' if self.reverse else ''}{', remat' if self.remat else ''})"
@@ -112,9 +114,11 @@ class Loop:
         nc = self.n_carry
         carry = list(init)
         cols: list[list[Any]] = [[None] * self.n for _ in self.ys_kinds]
+        step = self._step()
+        inv = list(inv)
         for i in self.order():
-            outs = run(self.body, carry + list(inv) + [x[i] for x in xs])
-            carry = outs[:nc]
+            outs = step(carry + inv + [x[i] for x in xs])
+            carry = list(outs[:nc])
             for col, y in zip(cols, outs[nc:]):
                 col[i] = y
         result = list(carry)
@@ -124,6 +128,37 @@ class Loop:
             else:
                 result.extend(col)
         return tuple(result)
+
+
+    def _step(self) -> Callable[[list[Any]], Sequence[Any]]:
+        """The step as a function of its inputs: compiled (once per Loop) when the loop is long
+        enough to repay it, else evaluated op by op.  A compiled step whose guard fails runs again
+        op by op, so that the error names the op."""
+        if self.n < COMPILE_STEPS_FROM or _STEP_COMPILER[0] is None:
+            return lambda ins: run(self.body, ins)
+        compiled = self._compiled
+        if compiled is None:
+            compiled = _STEP_COMPILER[0](self.body)
+            object.__setattr__(self, "_compiled", compiled)  # a cache, not part of the value
+
+        def step(ins: list[Any]) -> Sequence[Any]:
+            try:
+                return compiled(*ins)
+            except GuardError:
+                return run(self.body, ins)
+        return step
+
+
+#: loops of this many iterations and more run their step compiled when a value is computed
+COMPILE_STEPS_FROM = 32
+#: the step compiler, ``Graph -> function(*inputs) -> outputs``: ``irad.lower`` sets it (it imports
+#: this module, so this module cannot import it)
+_STEP_COMPILER: list[Callable[[Graph], Callable[..., Sequence[Any]]] | None] = [None]
+
+
+def use_step_compiler(compile_step: Callable[[Graph], Callable[..., Sequence[Any]]]) -> None:
+    """Install the compiler that long loops' steps run through (called by ``irad.lower``)."""
+    _STEP_COMPILER[0] = compile_step
 
 
 def run(g: Graph, inputs: Sequence[Any]) -> list[Any]:
@@ -296,7 +331,8 @@ def _reroll_ops(ops: list[Op], out_ids: set[int], ids: _Ids, values: dict[int, A
     n = len(ops)
     if n < CONFIG.min_ops:
         return None
-    sig = [signature(op) for op in ops]
+    table: dict[Any, int] = {}  # each signature once, as a small int: runs compare lists of ints
+    sig = [table.setdefault(signature(op), len(table)) for op in ops]
     nxt = [-1] * n
     last: dict[Any, int] = {}
     for i in range(n - 1, -1, -1):

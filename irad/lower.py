@@ -28,7 +28,7 @@ import numpy as np
 from . import log
 from .errors import GuardError
 from .effects import is_impure_prim
-from .loops import LOOP_PRIM, step_has_effect
+from .loops import LOOP_PRIM, step_has_effect, use_step_compiler
 from .ir import GUARD_PRIMS, ArrayT, Const, Graph, Op, OpaqueT, ScalarT, Var
 from .pytree import flatten
 from .weakcache import compile_source
@@ -619,3 +619,6 @@ def lower(g: Graph, name: str | None = None, *, docstring: str = "",
     if log.CONFIG.source:
         log.source(name, src)
     return Lowered(src, fn, name)
+
+
+use_step_compiler(lambda g: lower(g).fn)
