@@ -31,6 +31,7 @@ BLOCK = re.compile(r"```python\n(?P<code>.*?)```\n(?:(?P<gap>\n?)```text\n(?P<te
 SKIP = "# not run"
 # docs of optional extras (pip install irad[onnx], irad[arrays], irad[dask])
 NEEDS = {"onnx_import.md": ("onnx", "onnxruntime", "scipy"), "arrays.md": ("array_api_strict",),
+         "loops.md": ("onnx", "onnxruntime"),
          "dask.md": ("dask",)}
 
 
