@@ -413,17 +413,26 @@ def _plan(ops: list[Op], a: int, p: int, k: int, out_ids: set[int], readers: dic
         op0 = block[0][r]
         rows = _stacked_rows(op0, cols, block, r, pos, k)
         if rows is not None:
-            src, sl, row_t = rows
-            stacked_t = ArrayT(src.type.dtype, (k,) + src.type.shape[1:])
-            sv = ids.var(stacked_t, "rows")
-            pre.append(Op("operator.getitem", (src, Const(sl, typeof(sl))), (), (sv,), operator.getitem, op0.loc))
-            xv = ids.var(row_t, op0.outs[0].hint or "row")
-            xs.append(("stack", sv, xv))
-            subst[op0.outs[0].id] = xv
+            src, index, axis, row_t = rows
+            shape = src.type.shape
+            cut = ArrayT(src.type.dtype, shape[:axis] + (k,) + shape[axis + 1:])
+            sv = ids.var(cut, "rows")
+            pre.append(Op("operator.getitem", (src, Const(index, typeof(index))), (), (sv,), operator.getitem,
+                          op0.loc))
             if values is not None:
                 if isinstance(src, Var) and src.id not in values:
                     return None
-                made[sv.id] = values[src.id][sl] if isinstance(src, Var) else src.value[sl]
+                made[sv.id] = (values[src.id] if isinstance(src, Var) else src.value)[index]
+            if axis:  # ``X[:, t]``: the slice's axis first, so that its rows are the iterations' values
+                moved = ids.var(ArrayT(src.type.dtype, (k,) + shape[:axis] + shape[axis + 1:]), "rows")
+                pre.append(Op("numpy.moveaxis", (sv, Const(axis, typeof(axis)), Const(0, typeof(0))), (), (moved,),
+                              np.moveaxis, op0.loc))
+                if values is not None:
+                    made[moved.id] = np.moveaxis(made[sv.id], axis, 0)
+                sv = moved
+            xv = ids.var(row_t, op0.outs[0].hint or "row")
+            xs.append(("stack", sv, xv))
+            subst[op0.outs[0].id] = xv
             continue
         new_atoms: list[Any] = []
         for col in cols:
@@ -514,9 +523,10 @@ def _read_later(v: Var, end: int, readers: dict[int, int], out_ids: set[int]) ->
 
 
 def _stacked_rows(op0: Op, cols: list[tuple[Any, ...]], block: list[list[Op]], r: int,
-                  pos: dict[int, tuple[int, int, int]], k: int) -> tuple[Any, slice, Any] | None:
-    """``X[t]`` with ``t`` = t0, t0±1, ... across the iterations (one array read row by row): the
-    array, the slice of the rows read, and a row's type."""
+                  pos: dict[int, tuple[int, int, int]], k: int) -> tuple[Any, Any, int, Any] | None:
+    """``X[t]``, or ``X[:, ..., :, t]``, with ``t`` = t0, t0±1, ... across the iterations (one
+    array read along one axis): the array, the index of the part read (a slice along ``axis``),
+    ``axis``, and the type of one iteration's value."""
     if op0.fn is not operator.getitem or len(op0.args) != 2 or op0.kwargs or len(cols) != 2:
         return None
     srcs, idx = cols
@@ -526,10 +536,16 @@ def _stacked_rows(op0: Op, cols: list[tuple[Any, ...]], block: list[list[Op]], r
     t = src.type if isinstance(src, Var) else typeof(src.value)
     if not isinstance(t, ArrayT) or t.scalar or not t.shape or (isinstance(src, Const) and src.live):
         return None
-    if not all(isinstance(x, Const) and type(x.value) is int for x in idx):
+    if not all(isinstance(x, Const) for x in idx):
         return None
-    size = t.shape[0]
-    ts = [x.value + size if x.value < 0 else x.value for x in idx]
+    axis = _row_axis(idx[0].value)
+    if axis is None or axis >= len(t.shape) or any(_row_axis(x.value) != axis for x in idx):
+        return None
+    if axis and any(x.value[:axis] != idx[0].value[:axis] for x in idx):
+        return None
+    size = t.shape[axis]
+    ts = [_row_of(x.value, axis) for x in idx]
+    ts = [v + size if v < 0 else v for v in ts]
     if not all(0 <= v < size for v in ts):
         return None
     step = ts[1] - ts[0]
@@ -540,7 +556,22 @@ def _stacked_rows(op0: Op, cols: list[tuple[Any, ...]], block: list[list[Op]], r
     else:
         stop = ts[0] - k
         sl = slice(ts[0], stop if stop >= 0 else None, -1)
-    return src, sl, op0.outs[0].type
+    index = sl if axis == 0 else (slice(None),) * axis + (sl,)
+    return src, index, axis, op0.outs[0].type
+
+
+def _row_axis(index: Any) -> int | None:
+    """The axis an index picks one position of: 0 for ``t``, ``axis`` for ``(:,) * axis + (t,)``."""
+    if type(index) is int:
+        return 0
+    if type(index) is tuple and index and type(index[-1]) is int and \
+            all(type(x) is slice and x == slice(None) for x in index[:-1]):
+        return len(index) - 1
+    return None
+
+
+def _row_of(index: Any, axis: int) -> int:
+    return index if axis == 0 else index[axis]
 
 
 # ---- unrolling ---------------------------------------------------------------------------------------

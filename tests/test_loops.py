@@ -140,6 +140,20 @@ def int_per_step(k, y0):
     return np.sum(y)
 
 
+def columns(X, w):
+    s = 0.0
+    for t in range(X.shape[1]):
+        s = s + np.sum(np.sin(X[:, t] * w))  # the columns of X: one stacked input, moved to axis 0
+    return s
+
+
+def last_axis_reversed(X, w):
+    s = 0.0
+    for t in range(X.shape[2] - 1, -1, -1):
+        s = s * 0.9 + np.sum(np.cos(X[:, :, t] @ w))
+    return s
+
+
 def prints(k, y0):
     y = y0
     for _ in range(6):
@@ -160,6 +174,8 @@ CASES = {
     "reversed_rows": (reversed_rows, lambda: (R.normal(size=3), R.normal(size=(8, 3)))),
     "stacked_states": (stacked_states, lambda: (R.normal(size=(3, 3)) * 0.5, R.normal(size=(7, 3)))),
     "float_per_step": (float_per_step, lambda: (R.normal(size=3), R.normal(size=3))),
+    "columns": (columns, lambda: (R.normal(size=(3, 9)), R.normal(size=3))),
+    "last_axis_reversed": (last_axis_reversed, lambda: (R.normal(size=(2, 3, 8)), R.normal(size=3))),
 }
 ROLLED = set(CASES)
 
@@ -230,6 +246,16 @@ def test_rows_of_an_array_are_one_stacked_input():
     (op,) = [op for op in r.ops if op.prim == loops.LOOP_PRIM]
     assert loops.loop_of(op).xs_kinds == ("stack",)
     assert any(o.prim == "operator.getitem" and "1:7" in str(r) for o in r.ops)
+
+
+@pytest.mark.parametrize("name, axis", [("columns", 1), ("last_axis_reversed", 2)])
+def test_an_index_along_a_later_axis_is_one_stacked_input(name, axis):
+    f, make = CASES[name]
+    r = loops.reroll(_graph(f, make()))
+    (op,) = [op for op in r.ops if op.prim == loops.LOOP_PRIM]
+    assert loops.loop_of(op).xs_kinds == ("stack",)
+    moves = [o for o in r.ops if o.prim == "numpy.moveaxis"]
+    assert len(moves) == 1 and moves[0].args[1].value == axis
 
 
 def test_nested_loops_nest():
