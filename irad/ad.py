@@ -749,8 +749,20 @@ def _loop_backward(b: _Builder, sc: _Scan, cot: dict[int, Any]) -> None:
         ops.append(Op("operator.add", (v, gi), (), (s_,), operator.add, op.loc))
         acc_out.append(s_)
     xs_wrt = [i for i in sc.wrt if i >= nc + ni]
-    rb_in = cbar + acc + [v for v, _ in r_inv] + [v for v, _ in r_xs] + [seeds[p] for p in y_seeded]
-    rb_out = [grad_of[c] for c in sc.active_carries] + acc_out + [grad_of[i] for i in xs_wrt]
+    r_init: list[Any] = []
+    for c in sc.active_carries:
+        o = op.outs[c]
+        r_init.append(cot.get(o.id) or _zero_for(b, o))
+    for i in inv_wrt:
+        r_init.append(_zero_for(b, inv[i - nc]))
+    # a carry's cotangent that the step hands on unchanged (a loss summed over the iterations) is an
+    # invariant of the reverse loop: ops that read only it run once, before the loop
+    c_out = [grad_of[c] for c in sc.active_carries]
+    kept = [j for j, (v, o) in enumerate(zip(cbar, c_out)) if not (isinstance(o, Var) and o.id == v.id)]
+    frozen = [j for j in range(len(cbar)) if j not in kept]
+    rb_in = [cbar[j] for j in kept] + acc + [cbar[j] for j in frozen] + [v for v, _ in r_inv] + \
+        [v for v, _ in r_xs] + [seeds[p] for p in y_seeded]
+    rb_out = [c_out[j] for j in kept] + acc_out + [grad_of[i] for i in xs_wrt]
     rb = Graph(body.name + "_bar", tuple(rb_in), tuple(ops), tuple(rb_out))
     xs_kinds: list[str] = []
     outer_xs: list[Any] = []
@@ -781,29 +793,28 @@ def _loop_backward(b: _Builder, sc: _Scan, cot: dict[int, Any]) -> None:
             xs_kinds.append("each")
             outer_xs.append(tuple(col))
     ys_kinds = tuple(loop.xs_kinds[i - nc - ni] for i in xs_wrt)
-    r_inv_outer = [a for _, a in r_inv]
-    rb, r_inv_outer = _hoist(b, rb, len(cbar) + len(acc), len(r_inv), tuple(r_inv_outer), op.loc)
-    rl = loops.Loop(rb, loop.n, len(cbar) + len(acc), len(r_inv_outer), tuple(xs_kinds), ys_kinds, not loop.reverse)
-    r_init: list[Any] = []
-    for c in sc.active_carries:
-        o = op.outs[c]
-        r_init.append(cot.get(o.id) or _zero_for(b, o))
-    for i in inv_wrt:
-        r_init.append(_zero_for(b, inv[i - nc]))
-    result = rl([b.get(a) for a in r_init], [b.get(a) for a in r_inv_outer],
+    r_inv_outer = [r_init[j] for j in frozen] + [a for _, a in r_inv]
+    n_rc = len(kept) + len(acc)
+    rb, r_inv_outer = _hoist(b, rb, n_rc, len(r_inv_outer), tuple(r_inv_outer), op.loc)
+    rl = loops.Loop(rb, loop.n, n_rc, len(r_inv_outer), tuple(xs_kinds), ys_kinds, not loop.reverse)
+    rl_init = [r_init[j] for j in kept] + r_init[len(cbar):]
+    result = rl([b.get(a) for a in rl_init], [b.get(a) for a in r_inv_outer],
                 [tuple(b.get(x) for x in a) if kd == "each" else b.get(a) for kd, a in zip(xs_kinds, outer_xs)])
     outs = [b.new(v, "loop_bar") for v in result]
-    b.ops.append(loops.make_op(rl, r_init, r_inv_outer, outer_xs, outs, op.loc))
+    b.ops.append(loops.make_op(rl, rl_init, r_inv_outer, outer_xs, outs, op.loc))
     # hand the cotangents on
-    for c, o in zip(sc.active_carries, outs):
+    carry_bars = list(r_init[:len(cbar)])  # a frozen carry's cotangent leaves the loop as it came in
+    for j, o in zip(kept, outs):
+        carry_bars[j] = o
+    for c, o in zip(sc.active_carries, carry_bars):
         a = init[c]
         if isinstance(a, Var):
             _accumulate(b, cot, a, _fit(b, o, a, op.loc))
-    for i, o in zip(inv_wrt, outs[len(cbar):]):
+    for i, o in zip(inv_wrt, outs[len(kept):]):
         a = inv[i - nc]
         if isinstance(a, Var):
             _accumulate(b, cot, a, _fit(b, o, a, op.loc))
-    at = len(cbar) + len(acc)
+    at = n_rc
     for i, kind in zip(xs_wrt, ys_kinds):
         a = xs[i - nc - ni]
         if kind == "stack":
