@@ -154,6 +154,21 @@ def last_axis_reversed(X, w):
     return s
 
 
+def while_counted(W, h0):
+    h, i = h0, 0
+    while i < 7:
+        h = np.tanh(W @ h)
+        i += 1
+    return np.sum(h * h)
+
+
+def while_converges(W, h0):
+    h = h0
+    while np.sum(h * h) > 1e-3:  # a trip count that guards fix: each iteration checks it again
+        h = 0.5 * np.tanh(W @ h)
+    return np.sum(h)
+
+
 def prints(k, y0):
     y = y0
     for _ in range(6):
@@ -174,6 +189,7 @@ CASES = {
     "reversed_rows": (reversed_rows, lambda: (R.normal(size=3), R.normal(size=(8, 3)))),
     "stacked_states": (stacked_states, lambda: (R.normal(size=(3, 3)) * 0.5, R.normal(size=(7, 3)))),
     "float_per_step": (float_per_step, lambda: (R.normal(size=3), R.normal(size=3))),
+    "while_counted": (while_counted, lambda: (R.normal(size=(3, 3)) * 0.5, R.normal(size=3))),
     "columns": (columns, lambda: (R.normal(size=(3, 9)), R.normal(size=3))),
     "last_axis_reversed": (last_axis_reversed, lambda: (R.normal(size=(2, 3, 8)), R.normal(size=3))),
 }
@@ -227,7 +243,7 @@ def test_gradients_of_the_loop_program(name):
         check_grads(f, *new, order=1)
 
 
-@pytest.mark.parametrize("name", ["rnn", "euler", "nested", "rows", "rosen_array", "stacked_states"])
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_second_order(name):
     f, make = CASES[name]
     check_grads(f, *make(), order=2)
@@ -283,7 +299,21 @@ def test_a_guard_in_the_step_checks_every_iteration():
     v2, g2 = gf(W2, h2)
     _close(v2, branchy(W2, h2))
     _close(g2, _unrolled_grad(branchy, (W2, h2), (0, 1)))
-    check_grads(branchy, W2, h2)
+    check_grads(branchy, W2, h2, order=2)
+
+
+def test_a_while_loop_whose_trip_count_guards_fix():
+    W = np.eye(3) * 0.8
+    h = np.array([1.0, 2.0, 1.5])
+    prog = irad.compile(while_converges, W, h, argnums=(0, 1))
+    assert any(op.prim == loops.LOOP_PRIM and loops.step_has_effect(op) for op in prog.graph.ops)
+    gf = irad.value_and_grad(while_converges, argnums=(0, 1))
+    gf(W, h)
+    for W2, h2 in ((W * 1.01, h), (W * 0.5, h * 3.0)):  # the same trip count; then another one: a retrace
+        v, g = gf(W2, h2)
+        _close(v, while_converges(W2, h2))
+        _close(g, _unrolled_grad(while_converges, (W2, h2), (0, 1)), 1e-9)
+        check_grads(while_converges, W2, h2, order=2)
 
 
 def test_an_int_that_changes_per_iteration_leaves_the_loop_unrolled():
