@@ -130,7 +130,6 @@ class Loop:
                 result.extend(col)
         return tuple(result)
 
-
     def _step(self) -> Callable[[list[Any]], Sequence[Any]]:
         """The step as a function of its inputs: compiled (once per Loop) when the loop is long
         enough to repay it, else evaluated op by op.  A compiled step whose guard fails runs again
@@ -198,8 +197,15 @@ def step_has_effect(op: Op) -> bool:
 
 def make_op(loop: Loop, init: Sequence[Any], inv: Sequence[Any], xs: Sequence[Any], outs: Sequence[Var],
             loc: Any = None) -> Op:
+    # NOTE: each out is one entry of the loop's flat result tuple: a y may itself be a tuple (a rule's
+    # state), which binding the result's pytree leaves would take apart
     return Op(LOOP_PRIM, (tuple(init), tuple(inv), tuple(xs)), (("_loop", Const(loop, LOOP_T)),), tuple(outs),
-              loop, loc, True)
+              loop, loc, _entry_paths(len(outs)))
+
+
+def _entry_paths(n: int) -> tuple[tuple[int], ...]:
+    """``((0,), (1,), ..., (n - 1,))``: out k is entry k of the result."""
+    return tuple((k,) for k in range(n))
 
 
 # ---- structure ----------------------------------------------------------------------------------

@@ -102,3 +102,18 @@ def test_checkpointed_loops_export_as_loops_inside_loops(name):
     want = [x for w in _unrolled_grad(f, new, nums) for x in (w if isinstance(w, list) else [w])]
     for g, w in zip(out[1:], want):
         _close(np.asarray(g, float), np.asarray(w, float), 1e-9)
+
+
+def test_importing_an_exported_loop_says_what_to_do():
+    """irad's ONNX import does not read ``Loop`` yet: the error names the node and the way out."""
+    from irad.onnx import LoadError, load
+
+    f, make = CASES["rnn"]
+    args = make()
+    model = export(f, *args, gradient=False)
+    with pytest.raises(LoadError, match=r"Loop.*not imported yet.*rerolling\(False\)"):
+        load(model)
+    with loops.rerolling(False):
+        unrolled = export(f, *args, gradient=False)
+    g = load(unrolled)
+    _close(irad.ir.evaluate(g, list(args))[0], f(*args))

@@ -282,6 +282,10 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants",
                 consts[node.output[0]] = _constant_node(node)
                 continue
             handler = (ML_NODES if node.domain == "ai.onnx.ml" else NODES).get(node.op_type)
+            if handler is None and node.op_type in _CONTROL_FLOW:
+                raise _Unsupported("control flow with a subgraph (Loop, Scan, If) is not imported yet; a model "
+                                   "irad exported from a re-rolled loop can be exported unrolled instead, "
+                                   "inside irad.loops.rerolling(False)")
             if handler is None:
                 raise _Unsupported("no numpy mapping")
             exprs = handler(n)
@@ -316,6 +320,10 @@ def to_source(model: "onnx.ModelProto | str | bytes", params: str = "constants",
     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", src))
     largest = max((math.prod(sizes[o]) for o in names if o in sizes), default=0)
     return Imported(src, {k: v for k, v in glob.items() if k in words}, inputs, values, largest)
+
+
+#: ONNX ops whose attributes hold subgraphs
+_CONTROL_FLOW = ("Loop", "Scan", "If")
 
 
 def _cheap(node: onnx.NodeProto, outs: list[str], sizes: dict[str, tuple[int, ...]]) -> bool:
