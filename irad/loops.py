@@ -20,6 +20,7 @@ backward needs, and a reverse loop over the step's pullback; lowering writes a P
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
@@ -714,7 +715,6 @@ def checkpoint_loops(g: Graph, values: dict[int, Any] | None = None, min_bytes: 
 
 
 def _replace(loop: Loop, **changes: Any) -> Loop:
-    import dataclasses
     return dataclasses.replace(loop, **changes)
 
 

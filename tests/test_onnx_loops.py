@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import irad
+from irad import loops
+from test_loops import CASES, _close, _unrolled_grad, branchy
+
 onnx = pytest.importorskip("onnx", reason="ONNX export needs the onnx package (pip install irad[onnx])")
 pytest.importorskip("onnxruntime", reason="running exported models needs onnxruntime (pip install irad[onnx])")
 
-import irad  # noqa: E402  (after importorskip)
-from irad import loops  # noqa: E402
-from irad.onnx import ExportError, export  # noqa: E402
-from onnx_run import run_model  # noqa: E402
-from test_loops import CASES, _close, _unrolled_grad, branchy  # noqa: E402
+from irad.onnx import ExportError, export  # noqa: E402  (imports onnx: after importorskip)
+from onnx_run import run_model  # noqa: E402  (imports onnxruntime: after importorskip)
 
 
 @pytest.fixture(autouse=True)
