@@ -349,18 +349,17 @@ def _splice_jvp(b: _Builder, op: Op, call: JvpCall, tans: tuple[Any, ...]) -> bo
     """Inline the rule's forward form as primitive ops (traced as the inline pass traces rule
     bodies), so that the passes see it and ``linearize`` can keep the primal out of the tangent
     half; False (the form stays one call) when its body cannot be traced on sample values."""
-    from irad.passes.inline import _sample, _Skip, _Splicer
-    rng = np.random.default_rng(0)
-    samples = {v.id: b.val[v.id] for v in op.inputs if v.id in b.val}
+    from irad.passes.inline import _Skip, _Splicer, _World
+    world = _World()  # (the primal values, and samples of the tangents)
+    world.values.update({v.id: b.val[v.id] for v in op.inputs if v.id in b.val})
     for t in _atoms(tans):
-        if isinstance(t, Var):
-            samples[t.id] = _sample(t.type, rng)
+        world.sample(t)
     sp = _Splicer(b.next_id)
     kwargs = {k: a for k, a in op.kwargs if not k.startswith("_")}
     n = len(op.outs)
     try:
         with np.errstate(all="ignore"):
-            ops, outs, tree, _ = sp.splice(call, (tans,) + op.args, kwargs, samples, op.loc,
+            ops, outs, tree, _ = sp.splice(call, (tans,) + op.args, kwargs, (world,), op.loc,
                                            lambda t: dict(enumerate(op.outs)))
     except _Skip:
         return False

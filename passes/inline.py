@@ -18,6 +18,8 @@ from irad.ir import GUARD_PRIMS, ArrayT, Const, Graph, Loc, Op, ScalarT, Var, co
 from irad.pytree import LEAF, TreeDef, flatten, unflatten
 from irad.signature import Assumptions
 
+from . import standins
+
 
 class _Skip(Exception):
     """This rule cannot be inlined; keep the call."""
@@ -40,16 +42,16 @@ def _sample(t: Any, rng: np.random.Generator) -> Any:
     raise _Skip(f"no sample for {t}")
 
 
-def _spd_samples(inputs: list[Var], samples: dict[int, Any], rng: np.random.Generator) -> bool:
+def _spd_samples(inputs: list[Var], world: "_World") -> bool:
     """Replace the samples of square float matrices by symmetric positive definite ones."""
     changed = False
     for v in inputs:
-        t = v.type
+        t = world.type(v.type)
         if isinstance(t, ArrayT) and len(t.shape) >= 2 and t.shape[-1] == t.shape[-2] and \
                 np.issubdtype(np.dtype(t.dtype), np.floating):
             n = t.shape[-1]
-            m = rng.uniform(-0.1, 0.1, t.shape)
-            samples[v.id] = (m + np.swapaxes(m, -1, -2) + n * np.eye(n)).astype(t.dtype)
+            m = world.rng.uniform(-0.1, 0.1, t.shape)
+            world.values[v.id] = (m + np.swapaxes(m, -1, -2) + n * np.eye(n)).astype(t.dtype)
             changed = True
     return changed
 
@@ -108,59 +110,99 @@ class _Body:
         self.defined = frozenset(o.id for op in g.ops for o in op.outs)
 
 
+class _World:
+    """Sample values of a graph's Vars: at the real shapes (``sizes`` None), or at the stand-ins
+    of trace ``w`` (``passes/standins.py``)."""
+
+    def __init__(self, sizes: standins.Sizes | None = None, w: int = 0) -> None:
+        self.sizes, self.w = sizes, w
+        self.values: dict[int, Any] = {}
+        self.rng = np.random.default_rng(0)
+
+    def type(self, t: Any) -> Any:
+        return t if self.sizes is None else self.sizes.type(t, self.w)
+
+    def sample(self, a: Any) -> None:
+        """Draw a sample for a Var that has none."""
+        if isinstance(a, Var) and a.id not in self.values:
+            self.values[a.id] = _sample(self.type(a.type), self.rng)
+
+    def host(self, a: Any) -> Any:
+        """The value a traced body gets for a host atom."""
+        if isinstance(a, Var):
+            return self.values[a.id]
+        if self.sizes is None:
+            # NOTE: a copy of a live constant: the cached body's values must not keep the user's array alive
+            return a.value.copy() if a.live else a.value
+        if a.live:  # (an input of the body: any value of its type will do)
+            return _sample(self.type(a.type), self.rng)
+        return self.sizes.value(a.value, self.w)
+
+
 class _Splicer:
     """Traces a function on sample values and copies its ops into a host graph under new ids."""
 
     def __init__(self, next_id: int) -> None:
         self.next_id = next_id
-        self.rng = np.random.default_rng(0)
         #: what the traced bodies read from the world: the host program must check it too (a
         #: user rule's pullback that reads a global must not keep the old value baked in)
         self.deps: list[Any] = []
+        #: the uniform array constants of bodies traced on stand-ins, made at the real sizes
+        self.made: dict[Any, np.ndarray] = {}
 
-    def splice(self, fn: Any, host_args: tuple[Any, ...], host_kwargs: dict[str, Any], samples: dict[int, Any],
-               loc: Any, keep: Any = None) -> tuple[list[Op], list[Any], TreeDef, list[Any]]:
-        """Trace ``fn`` on the sample values of the host atoms; returns (ops, output atoms,
-        output tree, output values).  ``keep(out_tree) -> {flat output index: host Var}`` names
-        outputs that should keep a host variable's identity (the value the host op defined).
-        The samples of the Vars the spliced ops define as outputs are added to ``samples``."""
+    def _body(self, fn: Any, host_args: tuple[Any, ...], host_kwargs: dict[str, Any], world: _World,
+              constant: frozenset[int]) -> _Body | Exception:
         from irad.trace import trace_values
 
+        s_args = tuple(map_atoms(a, world.host) for a in host_args)
+        s_kwargs = {k: map_atoms(a, world.host) for k, a in host_kwargs.items()}
+        with np.errstate(all="ignore"):
+            try:
+                g, tracer, _ = trace_values(fn, s_args, s_kwargs, constant)
+            except Exception as e:  # the body cannot run on sample values: keep the call
+                return e
+            return _Body(g, tracer.values, Assumptions(_user_deps(tuple(tracer.deps))))
+
+    def splice(self, fn: Any, host_args: tuple[Any, ...], host_kwargs: dict[str, Any], worlds: tuple[_World, ...],
+               loc: Any, keep: Any = None, again: bool = False) -> tuple[list[Op], list[Any], TreeDef, list[list[Any]]]:
+        """Trace ``fn`` on the sample values of the host atoms in each world (one at the real
+        shapes, or two at stand-ins, merged); returns (ops, output atoms, output tree, each
+        world's output values).  ``keep(out_tree) -> {flat output index: host Var}`` names
+        outputs that should keep a host variable's identity (the value the host op defined).
+        ``again``: trace again on new samples, even if the body failed on the last ones.
+        The samples of the Vars the spliced ops define as outputs are added to each world."""
         live: dict[int, Const] = {}  # NOTE: the user's arrays are inputs of the body, never folded into it
         host_leaves: list[Any] = []
         host_tree = TreeDef("tuple", (0, 1), (_host_tree(host_args, host_leaves, live),
                                               _host_tree(host_kwargs, host_leaves, live)))
-        key = _body_key(fn, host_tree, host_leaves, live)
-        hit = _BODIES.get(key) if key is not None else None
-        if hit is not None and not isinstance(hit, Exception) and hit.assumed.check() is not None:
-            hit = None  # the world the body read changed (a rule reads a global that was rebound)
-        if hit is None:
-            def sval(a: Any) -> Any:
-                if isinstance(a, Var):
-                    return samples[a.id]
-                # NOTE: a copy of a live constant: the cached body's values must not keep the user's array alive
-                return a.value.copy() if a.live else a.value
-
-            s_args = tuple(map_atoms(a, sval) for a in host_args)
-            s_kwargs = {k: map_atoms(a, sval) for k, a in host_kwargs.items()}
-            constant = frozenset(i for i, leaf in enumerate(host_leaves)
-                                 if not isinstance(leaf, Var) and id(leaf) not in live)
-            with np.errstate(all="ignore"):
-                try:
-                    g, tracer, _ = trace_values(fn, s_args, s_kwargs, constant)
-                except Exception as e:  # the body cannot run on sample values: keep the call
-                    hit = e
-                else:
-                    hit = _Body(g, tracer.values, Assumptions(_user_deps(tuple(tracer.deps))))
-                    del tracer
-            del s_args, s_kwargs
-            if key is not None:
-                if len(_BODIES) >= _BODIES_MAX:
-                    _BODIES.clear()
-                _BODIES[key] = hit
-        if isinstance(hit, Exception):
-            raise _Skip(f"its body failed on sample values: {type(hit).__name__}: {hit}") from hit
-        body: _Body = hit
+        constant = frozenset(i for i, leaf in enumerate(host_leaves)
+                             if not isinstance(leaf, Var) and id(leaf) not in live)
+        if len(worlds) == 1:
+            key = _body_key(fn, host_tree, host_leaves, live)
+            hit = _BODIES.get(key) if key is not None else None
+            if hit is not None and (again if isinstance(hit, Exception) else hit.assumed.check() is not None):
+                hit = None  # new samples, or the world the body read changed (a rule reads a global that was rebound)
+            if hit is None:
+                hit = self._body(fn, host_args, host_kwargs, worlds[0], constant)
+                if key is not None:
+                    if len(_BODIES) >= _BODIES_MAX:
+                        _BODIES.clear()
+                    _BODIES[key] = hit
+            if isinstance(hit, Exception):
+                raise _Skip(f"its body failed on sample values: {type(hit).__name__}: {hit}") from hit
+            body: _Body = hit
+            out_values = [list(body.out_values)]
+        else:  # NOTE: not cached: bodies on stand-ins are cheap to trace again
+            traced = []
+            for world in worlds:
+                b = self._body(fn, host_args, host_kwargs, world, constant)
+                if isinstance(b, Exception):
+                    raise standins.Mismatch(f"{type(b).__name__}: {b}") from b
+                traced.append(b)
+            sizes = worlds[0].sizes
+            assert sizes is not None
+            body = _Body(standins.merge(traced[0].graph, traced[1].graph, sizes, self.made), {}, traced[0].assumed)
+            out_values = [list(b.out_values) for b in traced]
         g = body.graph
         self.deps.extend(body.assumed.deps)
         if body.skip is not None:
@@ -207,10 +249,10 @@ class _Splicer:
             ops.append(Op(op.prim, args, kwargs, tuple(outs), op.fn, loc, op.unpack))
         self.next_id = next_id
         outs_atoms = [env.get(o.id, o) if isinstance(o, Var) else o for o in g.outputs]
-        out_values = list(body.out_values)
-        for o, a, v in zip(g.outputs, outs_atoms, out_values):
-            if isinstance(o, Var) and o.id in body.defined:
-                samples[a.id] = v
+        for world, values in zip(worlds, out_values):
+            for o, a, v in zip(g.outputs, outs_atoms, values):
+                if isinstance(o, Var) and o.id in body.defined:
+                    world.values[a.id] = v
         return ops, outs_atoms, g.out_tree or flatten(None)[1], out_values
 
 
@@ -359,13 +401,10 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None, deps: list[Any] 
             blocked[o.id] = "its state is an output of the graph"
     next_id = 1 + max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs], default=-1)
     sp = _Splicer(next_id)
-    rng = np.random.default_rng(0)
-    samples: dict[int, Any] = {}
-
-    def sample_of(a: Any) -> Any:
-        if isinstance(a, Var) and a.id not in samples:
-            samples[a.id] = _sample(a.type, rng)
-        return samples.get(a.id) if isinstance(a, Var) else a.value
+    full = _World()
+    sizes = standins.plan(g)
+    small = (_World(sizes, 0), _World(sizes, 1)) if sizes is not None else ()
+    everywhere = (full,) + small
 
     # NOTE: a sample lives until the last rule that reads it is spliced (iterations in the order
     # of fwd_at): on big inputs the samples of every value of the graph at once would be many
@@ -384,13 +423,15 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None, deps: list[Any] 
     for vid, j in last.items():
         dies.setdefault(j, []).append(vid)
 
-    def release(j: int, n0: int) -> None:
-        added = len(samples) - n0  # (nothing is deleted during an iteration: new keys come last)
-        for vid in list(itertools.islice(reversed(samples), added)) if added > 0 else ():
-            if last.get(vid, -1) <= j:
-                del samples[vid]
-        for vid in dies.get(j, ()):
-            samples.pop(vid, None)
+    def release(j: int, n0: list[int]) -> None:
+        for world, n in zip(everywhere, n0):
+            samples = world.values
+            added = len(samples) - n  # (nothing is deleted during an iteration: new keys come last)
+            for vid in list(itertools.islice(reversed(samples), added)) if added > 0 else ():
+                if last.get(vid, -1) <= j:
+                    del samples[vid]
+            for vid in dies.get(j, ()):
+                samples.pop(vid, None)
 
     locs: dict[tuple[Any, ...], Loc] = {}
 
@@ -401,23 +442,36 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None, deps: list[Any] 
             loc = locs[key] = Loc(at.file, at.line, f"pullback of {name}")
         return loc
 
-    def rule_plans(sid: int, k: int) -> dict[int, Plan]:
-        """The plans of the rule_fwd at ``k`` and of its pullbacks; raises _Skip."""
+    def on_standins(k: int) -> bool:
+        """Trace this rule on stand-ins: one of irad's own, with a big argument or cotangent."""
+        if sizes is None:
+            return False
+        op = g.ops[k]
+        rule = op.kw("_rule")
+        if not all(getattr(f, "__module__", "").startswith("irad.") for f in (rule.fwd, rule.bwd)):
+            return False
+        atoms = _atoms_in(op.args) + [a for pk in pullbacks.get(op.outs[-1].id, []) for a in _atoms_in(g.ops[pk].args[1])]
+        return any(sizes.shrinks(a.type) for a in atoms if isinstance(a, (Var, Const)))
+
+    def rule_plans(sid: int, k: int, worlds: tuple[_World, ...]) -> dict[int, Plan]:
+        """The plans of the rule_fwd at ``k`` and of its pullbacks, traced in ``worlds``; raises
+        _Skip, or standins.Mismatch."""
         op = g.ops[k]
         rule = op.kw("_rule")
         kwargs = {n: v for n, v in op.kwargs if not n.startswith("_")}
-        for a in op.inputs:
-            sample_of(a)
+        for world in worlds:
+            for a in op.inputs:
+                world.sample(a)
         try:
-            ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, samples, op.loc,
+            ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, worlds, op.loc,
                                                 lambda t: dict(enumerate(op.outs[:-1])))
-        except _Skip:
+        except (_Skip, standins.Mismatch):
             # NOTE: some rules need better-conditioned samples (cholesky, inv): retry with
             # symmetric positive definite matrices; only shapes and dtypes matter to the splice
-            if not _spd_samples(op.inputs, samples, rng):
+            if not all([_spd_samples(op.inputs, world) for world in worlds]):
                 raise
-            ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, samples, op.loc,
-                                                lambda t: dict(enumerate(op.outs[:-1])))
+            ops, outs, tree, values = sp.splice(rule.fwd, op.args, kwargs, worlds, op.loc,
+                                                lambda t: dict(enumerate(op.outs[:-1])), again=True)
         if tree.kind != "tuple" or len(tree.children) != 2:
             raise _Skip("fwd did not return (y, state)")
         n_y = tree.children[0].num_leaves
@@ -425,27 +479,30 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None, deps: list[Any] 
             raise _Skip("output structure differs")
         binds: list[tuple[int, Any]] = list(zip([o.id for o in op.outs[:-1]], outs[:n_y]))
         _same_types(op.outs[:-1], outs[:n_y], "output")
-        for o, a in binds:
-            if isinstance(a, Var):
-                samples[o] = samples.get(a.id)
+        for world in worlds:
+            for o, a in binds:
+                if isinstance(a, Var):
+                    world.values[o] = world.values.get(a.id)
         stree = tree.children[1]
         for a in outs[n_y:]:
             if isinstance(a, Const) and not _plain_static(a.value):
                 # e.g. a closure pullback: its cells hold the sample values of this trace
                 raise _Skip("the state holds an opaque object")
         st_host = _as_atoms(unflatten(stree, outs[n_y:]))
-        for a, v in zip(outs[n_y:], values[n_y:]):
-            if isinstance(a, Var):
-                samples.setdefault(a.id, v)
+        for world, vals in zip(worlds, values):
+            for a, v in zip(outs[n_y:], vals[n_y:]):
+                if isinstance(a, Var):
+                    world.values.setdefault(a.id, v)
         pb_plans: dict[int, Plan] = {}
         for pk in pullbacks.get(sid, []):
             pop = g.ops[pk]
-            for a in _atoms_in(pop.args[1]):
-                sample_of(a)
+            for world in worlds:
+                for a in _atoms_in(pop.args[1]):
+                    world.sample(a)
             loc = pullback_loc(pop.loc, rule.name) if pop.loc else None
             def keep(t: TreeDef, pop: Op = pop) -> dict[int, Var]:
                 return {i: o for i, o in zip([_leaf_index(t, p) for p in pop.unpack], pop.outs) if i is not None}
-            b_ops, b_outs, b_tree, _ = sp.splice(rule.bwd, (st_host, pop.args[1]), {}, samples, loc, keep)
+            b_ops, b_outs, b_tree, _ = sp.splice(rule.bwd, (st_host, pop.args[1]), {}, worlds, loc, keep)
             picks = [_leaf_index(b_tree, p) for p in pop.unpack]
             if any(p is None for p in picks):
                 raise _Skip("cotangent structure differs")
@@ -460,10 +517,18 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None, deps: list[Any] 
                 for pk in [k] + pullbacks.get(sid, []):
                     reasons[pk] = blocked[sid]
             continue
-        n0 = len(samples)
+        n0 = [len(world.values) for world in everywhere]
         try:
-            plans.update(rule_plans(sid, k))
-        except _Skip as e:
+            if on_standins(k):
+                next_id = sp.next_id
+                try:
+                    plans.update(rule_plans(sid, k, small))
+                except (_Skip, standins.Mismatch):  # (not the same function of the sizes: the real shapes)
+                    sp.next_id = next_id
+                    plans.update(rule_plans(sid, k, (full,)))
+            else:
+                plans.update(rule_plans(sid, k, (full,)))
+        except (_Skip, standins.Mismatch) as e:
             if reasons is not None:
                 for pk in [k] + pullbacks.get(sid, []):
                     reasons[pk] = str(e)

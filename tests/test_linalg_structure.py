@@ -196,7 +196,9 @@ def test_no_triangular_solve_for_near_misses(f: Callable[..., Any], n: int) -> N
 
     args = make(np.random.default_rng(0))
     vg, prog = compiled(f, *args, argnums=(0, 1))
-    p = prims(prog.graph)
+    # NOTE: not the ops of cholesky's own pullback, once inlined: they solve with the factor
+    # before the update, which is triangular
+    p = [op.prim for op in prog.graph.ops if not (op.loc and op.loc.func == "pullback of numpy.linalg.cholesky")]
     assert "scipy.linalg.solve_triangular" not in p and "scipy.linalg.cho_solve" not in p
     assert "numpy.linalg.solve" in p or "irad.passes.structure.lu_solve" in p  # general (shared_lu: one LU)
     calls(vg, f, make, (0, 1))
