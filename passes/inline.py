@@ -442,13 +442,18 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None, deps: list[Any] 
             loc = locs[key] = Loc(at.file, at.line, f"pullback of {name}")
         return loc
 
+    own: set[int] = set()
+    if sizes is not None:
+        from irad.rules._common import builtin_entries
+        own = {id(e.rule) for e in builtin_entries()}
+
     def on_standins(k: int) -> bool:
-        """Trace this rule on stand-ins: one of irad's own, with a big argument or cotangent."""
+        """Trace this rule on stand-ins: one of irad's rule tables (not a user's rule, nor a
+        built-in one that calls user code: custom_vjp, solvers), with a big argument or cotangent."""
         if sizes is None:
             return False
         op = g.ops[k]
-        rule = op.kw("_rule")
-        if not all(getattr(f, "__module__", "").startswith("irad.") for f in (rule.fwd, rule.bwd)):
+        if id(op.kw("_rule")) not in own:
             return False
         atoms = _atoms_in(op.args) + [a for pk in pullbacks.get(op.outs[-1].id, []) for a in _atoms_in(g.ops[pk].args[1])]
         return any(sizes.shrinks(a.type) for a in atoms if isinstance(a, (Var, Const)))

@@ -19,9 +19,10 @@ The stand-ins keep what a body most plausibly branches on: every size that stays
 and no size is ever 0 or 1.  Their gaps differ between the two traces (``s2(D_i) - s1(D_i) =
 2**i``), so a difference or sum of two sizes, computed in a body, changes between them and is
 refused rather than kept.  A threshold on a size between a stand-in and ``D`` cannot be seen
-this way: that is why only irad's own rules are traced on stand-ins (their bodies are plain
-functions of shapes; a user's rule is traced at its real shapes), and the tests run the rule
-and gradient corpora with stand-ins for every size above 4.
+this way: that is why only the rules of irad's tables (``irad.rules``) are traced on stand-ins
+(plain functions of shapes; a user's rule, and a built-in one that calls user code such as
+``custom_vjp``'s or a solver's, is traced at its real shapes), and the tests run the gradient
+corpus and a case of every rule with stand-ins for every size.
 """
 from __future__ import annotations
 
