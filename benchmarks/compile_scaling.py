@@ -47,6 +47,8 @@ import irad.api  # noqa: E402
 import irad.weakcache  # noqa: E402
 from irad.passes import manager  # noqa: E402
 
+from .contenders import write_section  # noqa: E402
+
 BIG = 10 ** 7
 
 
@@ -253,13 +255,7 @@ def main(argv: list[str] | None = None) -> None:
             f"compile, run); best of {opts.repeat} (one run at 50k).  Peaks: tracemalloc, in separate runs (it "
             "slows the tracer several-fold).  Wall clock on a shared machine (expect ±20 %).", "", text,
             "<!-- /compile_scaling -->"])
-        old = opts.markdown.read_text() if opts.markdown.exists() else ""
-        start, end = old.find("<!-- compile_scaling -->"), old.find("<!-- /compile_scaling -->")
-        if 0 <= start < end:
-            old = old[:start] + section + old[end + len("<!-- /compile_scaling -->"):]
-        else:
-            old = old.rstrip("\n") + "\n\n" + section + "\n"
-        opts.markdown.write_text(old)
+        write_section(opts.markdown, "compile_scaling", section)
 
 
 if __name__ == "__main__":

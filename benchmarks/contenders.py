@@ -138,3 +138,15 @@ def contenders(names: list[str] | None = None) -> tuple[list[Contender], list[st
         else:
             out.append(c)
     return out, notices
+
+
+def write_section(path: Any, tag: str, section: str) -> None:
+    """Put ``section`` (which starts with ``<!-- tag -->`` and ends with ``<!-- /tag -->``) in the
+    markdown file at ``path``, in place of the one already there, or at its end."""
+    text = path.read_text() if path.exists() else ""
+    start, end = text.find(f"<!-- {tag} -->"), text.find(f"<!-- /{tag} -->")
+    if 0 <= start < end:
+        text = text[:start] + section + text[end + len(f"<!-- /{tag} -->"):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)

@@ -26,6 +26,8 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from .contenders import write_section  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -119,13 +121,7 @@ def main(argv: list[str] | None = None) -> None:
             "its boundary checks; *first call*: a new `irad.value_and_grad(f)`'s first call (trace, "
             "differentiate, optimise, lower, run). Ratios only: the machine is shared.", "", *rows,
             "<!-- /tracecost -->"])
-        text = opts.markdown.read_text() if opts.markdown.exists() else ""
-        start, end = text.find("<!-- tracecost -->"), text.find("<!-- /tracecost -->")
-        if 0 <= start < end:
-            text = text[:start] + section + text[end + len("<!-- /tracecost -->"):]
-        else:
-            text = text.rstrip("\n") + "\n\n" + section + "\n"
-        opts.markdown.write_text(text)
+        write_section(opts.markdown, "tracecost", section)
 
 
 if __name__ == "__main__":
