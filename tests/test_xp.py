@@ -40,7 +40,6 @@ REFUSED = {
     "sort_top3": "numpy.bincount",  # sort's pullback scatters with bincount
     "constant_mask_indexing": "rule_fwd",  # the masked-gather rule runs numpy
     "data_mask_indexing": "rule_fwd",
-    "try_linalg_error": "rule_fwd",
     "add_at_scatter": "irad.ops.add_at",  # a scatter-add: no standard form
     "augmented_subscript": "numpy.bincount",
     "conv1d_valid": "numpy.convolve",
