@@ -92,10 +92,13 @@ ENTRY_SHAPES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]
 
 
 def entry_parts() -> dict[str, dict[str, float]]:
-    """What a cached ``value_and_grad`` call spends outside its generated program, part by part (us):
-    the call key (``irad.signature.call_key``: flattening and keying the arguments), the cache
-    lookup, the assumption check, building ``(value, grad)`` from the flat results, and the whole
-    dispatch (the call minus the generated program's own time)."""
+    """What a cached ``value_and_grad`` call spends outside its generated program (us).
+
+    ``dispatch`` is the call minus the generated program's own time, through the program's fast
+    entry (``irad.entry``: the argument tests, the assumption check, building ``(value, grad)``);
+    ``generic`` is the same without the entry (``call_key``, the lookup, ``_select``, ``unpack``),
+    whose parts are: the call key (flattening and keying the arguments), the cache lookup, the
+    assumption check and building ``(value, grad)`` from the flat results."""
     from irad.signature import call_key
     out: dict[str, dict[str, float]] = {}
     for name, (f, make) in ENTRY_SHAPES.items():
@@ -106,20 +109,29 @@ def entry_parts() -> dict[str, dict[str, float]]:
         deep = frozenset({0})
         key, leaves = call_key(args, {}, deep)
         flat = prog.fn(*leaves)
+        cache = vg.cache
         n = 20000
+
+        def generic() -> Any:
+            cache.fast = None  # (the generic path sets it again: one attribute store)
+            return vg(*args)
+
         r = {"key": _median(lambda: call_key(args, {}, deep), n), "lookup": _median(lambda: vg.cache.get(key), n),
              "check": _median(prog.assumptions.check, n), "build": _median(lambda: vg._result(prog.unpack(flat)), n),
-             "program": _median(lambda: prog.fn(*leaves), n), "call": _median(lambda: vg(*args), n)}
+             "program": _median(lambda: prog.fn(*leaves), n), "call": _median(lambda: vg(*args), n),
+             "generic_call": _median(generic, n)}
         r = {k: 1e6 * v for k, v in r.items()}
         r["dispatch"] = r["call"] - r["program"]
+        r["generic"] = r["generic_call"] - r["program"]
         out[name] = r
     return out
 
 
 def main() -> None:
     for name, r in entry_parts().items():
-        print(f"{name}: key {r['key']:.2f} us, lookup {r['lookup']:.2f}, check {r['check']:.2f}, "
-              f"build {r['build']:.2f}; dispatch {r['dispatch']:.2f} us (call {r['call']:.2f}, program {r['program']:.2f})")
+        print(f"{name}: dispatch {r['dispatch']:.2f} us through the entry (call {r['call']:.2f}, program "
+              f"{r['program']:.2f}); without it {r['generic']:.2f} us: key {r['key']:.2f}, lookup {r['lookup']:.2f}, "
+              f"check {r['check']:.2f}, build {r['build']:.2f}")
     for name, r in measure().items():
         print(f"{name}: cached call {r['call_us']:.2f} us = {r['ratio']:.2f}x the plain Python call "
               f"({r['plain_us']:.2f} us); assumption check {r['check_us']:.3f} us for {int(r['n_deps'])} deps "

@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import ad, loops
+from .entry import MISS, make_entry
 from .errors import GradError, GuardError, MutationError
 from .ir import ArrayT, Const, Graph, ScalarT, Var, collector_paused, map_atoms
 from .lower import lower
@@ -86,6 +87,7 @@ class Program:
     passes: Any = field(default=None, repr=False)
     _builders: Any = field(default=None, repr=False)
     _other: Any = field(default=None, repr=False)  # the GradFunction that answers other calls
+    _entry: Any = field(default=None, repr=False)  # its fast entry (irad.entry; False: it has none)
     deep: frozenset[int] = field(default=frozenset(), repr=False)  # the argnums, for the call key
 
     @property
@@ -141,11 +143,16 @@ class Program:
                                         "it reads (the same array passed twice, or a global it also reads): copy one "
                                         "of them first")
 
-    def unpack(self, flat: Sequence[Any]) -> tuple[Any, Any]:
+    def builders(self) -> tuple[Callable[[Sequence[Any]], Any], list[Callable[[Sequence[Any]], Any]]]:
+        """The functions that build the value and each argnum's gradient from the flat outputs."""
         builders = self._builders
         if builders is None:
             builders = self._builders = (_builder(self.out_tree, list(range(self.n_out))),
                                          [_builder(tree, idx) for _, tree, idx in self.grad_slots])
+        return builders
+
+    def unpack(self, flat: Sequence[Any]) -> tuple[Any, Any]:
+        builders = self._builders or self.builders()
         if self.single:
             return builders[0](flat), builders[1][0](flat)
         return builders[0](flat), tuple([b(flat) for b in builders[1]])
@@ -542,6 +549,12 @@ class GradFunction:
             return []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        cache = self.cache
+        entry = cache.fast
+        if entry is not None and not kwargs:  # the last program that ran, for calls shaped like its own
+            out = entry(args, cache)
+            if out is not MISS:
+                return out
         deep = self._deep
         key, leaves = call_key(args, kwargs, _deep(self.argnums, len(args)) if deep is None else deep)
         prog, flat = self._select(key, leaves, args, kwargs)
@@ -580,8 +593,20 @@ class GradFunction:
                         pass
                 if cache.stale_counts:
                     cache.settled()
+                if not kwargs:
+                    self._use_entry(prog, args)
                 return prog, flat
         return self._retrace(key, args, kwargs, failed), None
+
+    def _use_entry(self, prog: Program, args: tuple[Any, ...]) -> None:
+        """Let calls shaped like ``args`` take ``prog``'s fast entry (built on its first cached run)."""
+        entry = prog._entry
+        if entry is None:
+            deep = self._deep
+            entry = prog._entry = make_entry(prog, args, _deep(self.argnums, len(args))
+                                             if deep is None else deep, self.with_value, self.has_aux) or False
+        if entry:
+            self.cache.fast = entry
 
     def __irad_trace_call__(self, tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Called on traced values (e.g. ``grad(grad(f))``): choose the program for these values

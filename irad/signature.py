@@ -355,16 +355,20 @@ class Assumptions:
 
     def __init__(self, deps: Sequence[tuple[Any, ...]]) -> None:
         self.deps = tuple(deps)
-        ns: dict[str, Any] = {"_M": MISSING, "_same_seq": _same_seq, "_same_items": _same_items,
-                              "_same_kwdefaults": _same_kwdefaults, "_class_attr": class_attr}
+        ns: dict[str, Any] = {}
         lines = ["def check():", "    try:", "        pass"]
-        for i, dep in enumerate(self.deps):
-            d = Dep(*dep)
-            test = KINDS[d.kind].test(d, lambda x, i=i: f"_{x}_{i}", ns)  # `_d12_1` and `_d1_21` differ
-            lines.append(f"        if not ({test}): return {i}")
+        lines += [f"        if not ({test}): return {i}" for i, test in enumerate(self.tests(ns))]
         lines += ["    except Exception:", "        return -1", "    return None"]
         exec(compile("\n".join(lines), "<irad assumptions>", "exec"), ns)  # noqa: S102 - irad's own names only
         self.check: Callable[[], int | None] = ns.pop("check")  # no cycle through its own globals
+
+    def tests(self, ns: dict[str, Any]) -> list[str]:
+        """One Python condition per dependency, true while it holds; the objects they name are put
+        in ``ns`` (a condition may raise: the dependency cannot be checked)."""
+        ns.update({"_M": MISSING, "_same_seq": _same_seq, "_same_items": _same_items,
+                   "_same_kwdefaults": _same_kwdefaults, "_class_attr": class_attr})
+        return [KINDS[Dep(*dep).kind].test(Dep(*dep), lambda x, i=i: f"_{x}_{i}", ns)  # `_d12_1` and `_d1_21` differ
+                for i, dep in enumerate(self.deps)]
 
     def stale(self) -> str | None:
         """None when everything the trace read is unchanged; else what changed."""
@@ -418,6 +422,9 @@ class ProgramCache(Generic[P]):
         self.stale_counts: dict[str, int] = {}
         self._warned: set[str] = set()
         self.flips: dict[Any, int] = {}
+        #: the fast entry of the program that ran last (``irad.entry``), cleared when a program is
+        #: added or dropped; only the owner's ``__call__`` reads it
+        self.fast: Callable[[tuple[Any, ...], ProgramCache[P]], Any] | None = None
 
     def __contains__(self, key: Any) -> bool:
         return key in self._entries
@@ -434,6 +441,7 @@ class ProgramCache(Generic[P]):
     def drop(self, key: Any, prog: P, why: str) -> None:
         """``prog`` is stale (``why``): remove it; warn once when the same thing changes every call."""
         with self._lock:
+            self.fast = None
             progs = self._entries.get(key)
             if progs is not None:
                 for j, p in enumerate(progs):
@@ -458,6 +466,7 @@ class ProgramCache(Generic[P]):
         """Publish a new program for ``key`` (first when ``flipped``: a guard chose another path)."""
         evicted = None
         with self._lock:
+            self.fast = None
             progs = self._entries.get(key)
             had = -1 if progs is None else len(progs)
             if progs is None:
