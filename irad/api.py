@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import ad, loops
+from . import ad, loops, tiers
 from .entry import MISS, make_entry
 from .errors import GradError, GuardError, MutationError
 from .ir import ArrayT, Const, Graph, ScalarT, Var, collector_paused, map_atoms
@@ -56,7 +56,9 @@ class Program:
     optimised joint forward+backward graph, ``forward`` the traced graph.  A call whose key
     differs (another shape, another static value), whose assumptions no longer hold (a rebound
     global, a changed attribute) or whose guards fail is answered by a program traced for it,
-    never by this one: ``prog.source`` stays what was compiled at ``irad.compile`` time.
+    never by this one.  ``prog.source`` is what runs: a program whose loops step through scalar
+    work is lowered again with its loops unrolled once it is hot (``irad.tiers``), giving the same
+    bits; ``prog.graph`` stays the graph it was compiled from.
     """
 
     name: str
@@ -88,6 +90,8 @@ class Program:
     _builders: Any = field(default=None, repr=False)
     _other: Any = field(default=None, repr=False)  # the GradFunction that answers other calls
     _entry: Any = field(default=None, repr=False)  # its fast entry (irad.entry; False: it has none)
+    #: calls left before it is lowered again with its loops unrolled (``irad.tiers``; None: never)
+    hot: list[int] | None = field(default=None, repr=False)
     deep: frozenset[int] = field(default=frozenset(), repr=False)  # the argnums, for the call key
 
     @property
@@ -98,6 +102,11 @@ class Program:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key, leaves = call_key(args, kwargs, self.deep)
         if key == self.key and self.assumptions.check() is None:
+            hot = self.hot
+            if hot is not None:
+                hot[0] -= 1
+                if hot[0] <= 0:
+                    tiers.promote(self)
             try:
                 flat = self.run(leaves)
             except GuardError:
@@ -408,6 +417,7 @@ def _build_joint(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, 
                    joint.n_outputs, slots, assumptions=Assumptions(tuple(tracer.deps) + jg.assumed), key=key, dyn_pos=dyn_pos,
                    writeback=writeback, live_arrays=live, setattrs=tuple(setattrs), rngs=_rngs(g), f=f,
                    passes=passes, deep=frozenset(nums))
+    prog.hot = tiers.countdown(jg, prog)
     prog.first = prog.unpack(flat)
     return prog
 
@@ -575,6 +585,11 @@ class GradFunction:
                 if prog.assumptions.check() is not None:
                     cache.drop(key, prog, prog.assumptions.stale() or "a dependency")
                     continue
+                hot = prog.hot
+                if hot is not None:
+                    hot[0] -= 1
+                    if hot[0] <= 0:
+                        tiers.promote(prog)
                 dyn = prog.dyn_pos
                 try:
                     if prog.writeback or prog.setattrs or prog.rngs:

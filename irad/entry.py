@@ -169,6 +169,9 @@ def make_entry(prog: Any, args: tuple[Any, ...], deep: frozenset[int], with_valu
         if any(e.startswith("*") for e in leaves):
             return None  # (a run of floats among static leaves: rare; the generic path)
         leaves = [leaves[i] for i in prog.dyn_pos]
+    if prog.hot is not None:  # its count of calls, toward its unrolled tier (the generic path promotes it)
+        hot = src.const(prog.hot)
+        src.lines += [f"    {hot}[0] -= 1", f"    if {hot}[0] <= 0: return _MISS"]
     src.lines += ["    try:", f"        r = {src.const(prog.fn)}({', '.join(leaves)})",
                   "    except _GuardError:", "        return _MISS"]
     value_b, grad_bs = prog.builders()
