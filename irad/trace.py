@@ -2231,6 +2231,10 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         else:
             new_leaves.append(x)
             statics.append((i, x))
+            if i in constant and type(x) is np.ndarray:
+                # NOTE: a constant of the host graph (a rule body traced by passes/inline.py), not an
+                # array of the user's world: a plain constant of the body too, which passes may fold
+                t.born.add(id(x))
     copies: list[Any] = []
     targs, tkwargs = unflatten(in_tree, new_leaves, copies)
     # NOTE: everything a copy holds is a leaf (an input, or a static in the cache key) or static

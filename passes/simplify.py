@@ -62,6 +62,9 @@ def simplify(g: Graph) -> Graph:
       where the folded form is the accurate one.
     - ``a + -b`` -> ``a - b``, ``-a + b`` -> ``b - a``, ``a - -b`` -> ``a + b``, and
       ``a + (-b) * c`` -> ``a - b * c``: IEEE defines ``a - b`` as ``a + (-b)``.
+    - ``np.tensordot(y, c, axes=([], []))`` -> ``y * c`` for a 0-d ``c``; ``np.sum(Y * np.eye(n))``
+      -> ``np.trace(Y)`` (not bit-exact: see ``_masked_by_identity``); scatters of array elements
+      -> one array (``_assemble_scatters``).
 
     Before: ``%8 = operator.mul(2, %5)``, ``%9 = operator.mul(100.0, %8)``, ``%10 = operator.neg(%9)``,
     ``%11 = operator.add(%3, %10)``.  After: ``%9 = operator.mul(200.0, %5)``, ``%11 = operator.sub(%3, %9)``.
@@ -129,6 +132,8 @@ def _rewrite(op: Op, single: Any, negated: Any, make: Any, env: dict[int, Any]) 
     """The ops that replace ``op`` (``op`` itself, as the same object, when no rule applies)."""
     if op.prim == "numpy.tensordot" and len(op.outs) == 1 and not op.unpack:
         return _outer_with_scalar(op)
+    if op.prim == "numpy.sum" and len(op.outs) == 1 and not op.unpack:
+        return _masked_by_identity(op, single)
     if not (op.kwargs == () and not op.unpack and len(op.outs) == 1 and op.prim in (_POW, _MUL, _DIV, _ADD, _SUB, _NEG)):
         return op
     out = op.outs[0]
@@ -202,6 +207,38 @@ def _outer_with_scalar(op: Op) -> Any:
             isinstance(y.type, ArrayT) and y.type.shape and isinstance(ct, ArrayT) and ct.shape == () and \
             np.result_type(y.type.dtype, ct.dtype) == np.dtype(y.type.dtype):
         return (Op("operator.mul", (y, c), (), (out,), operator.mul, op.loc),)
+    return op
+
+
+def _identity(a: Any) -> bool:
+    """``a`` is a constant irad made (never the user's array, which may change) equal to ``np.eye(n)``."""
+    v = a.value if isinstance(a, Const) and not a.live else None
+    return isinstance(v, np.ndarray) and v.ndim == 2 and v.shape[0] == v.shape[1] and \
+        v.dtype.kind == "f" and np.array_equal(v, np.eye(v.shape[0], dtype=v.dtype))
+
+
+def _masked_by_identity(op: Op, single: Any) -> Any:
+    """``np.sum(Y * np.eye(n))`` over both axes (the pullback of ``K + s * np.eye(n)`` with respect
+    to ``s``) is ``np.trace(Y)``: ``n`` additions instead of an ``n x n`` product and sum.  Not the
+    same bits: the same ``n`` numbers are added in another order (a few ulp), and an inf or nan
+    off the diagonal, which the product turns into nan, is not read."""
+    out = op.outs[0]
+    kws = dict(op.kwargs)
+    if len(op.args) != 1 or set(kws) - {"axis"}:
+        return op
+    axis = kws["axis"].value if "axis" in kws and isinstance(kws["axis"], Const) else None
+    if "axis" in kws and (not isinstance(kws["axis"], Const) or
+                          type(axis) is not tuple or sorted(a % 2 for a in axis) != [0, 1]):
+        return op
+    m = single(op.args[0], _MUL)
+    if m is None or len(m.args) != 2:
+        return op
+    for y, c in ((m.args[0], m.args[1]), (m.args[1], m.args[0])):
+        if isinstance(y, Var) and y.type == m.outs[0].type and isinstance(y.type, ArrayT) and \
+                len(y.type.shape) == 2 and y.type.dtype.startswith("float") and _identity(c) and \
+                c.value.shape == y.type.shape and np.dtype(c.value.dtype) == np.dtype(y.type.dtype) and \
+                out.type == ArrayT(y.type.dtype, (), True):
+            return (Op("numpy.trace", (y,), (), (out,), np.trace, op.loc),)
     return op
 
 

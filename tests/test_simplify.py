@@ -402,6 +402,72 @@ def test_an_outer_product_with_a_scalar_is_a_product():
     check_grads(loss, rng.normal(size=4), rng.normal(size=4), argnums=(0, 1))
 
 
+IDENTITY = np.eye(3)  # the user's array: read at each call, so never taken for its contents
+
+
+def _noise_nll(s, K, y):
+    """The noise term of a GP: d/ds of ``K + s * I`` is ``sum(K_bar * I)``."""
+    L = np.linalg.cholesky(K + s * np.eye(K.shape[0]))
+    return np.sum(np.log(np.diag(L))) + 0.5 * np.sum(np.linalg.solve(L, y) ** 2)
+
+
+def test_a_sum_masked_by_the_identity_is_a_trace():
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(4, 4))
+    f = lambda a: np.sum(a * np.eye(4))  # noqa: E731
+    assert _simplified_prims(f, A) == ["numpy.trace"]
+    assert _simplified_prims(lambda a: np.sum(np.eye(4) * a, axis=(1, 0)), A) == ["numpy.trace"]
+    assert "numpy.trace" in _prims(_noise_nll, 0.3, _spd(rng, 5), rng.normal(size=5))
+    vg = irad.value_and_grad(_noise_nll)
+    for _ in range(4):  # the 2nd and later calls run the cached program on new values
+        s, K, y = float(rng.uniform(0.1, 1.0)), _spd(rng, 5), rng.normal(size=5)
+        val, g = vg(s, K, y)
+        eps = 1e-6
+        fd = (_noise_nll(s + eps, K, y) - _noise_nll(s - eps, K, y)) / (2 * eps)
+        assert g == pytest.approx(fd, rel=1e-6, abs=1e-8)
+        assert val == pytest.approx(_noise_nll(s, K, y), rel=1e-13)
+    check_grads(_noise_nll, 0.3, _spd(rng, 4), rng.normal(size=4), argnums=(0, 1, 2))
+    # not bit-exact, but the same numbers added in another order
+    assert irad.value_and_grad(f)(A)[0] == pytest.approx(np.trace(A), rel=1e-15)
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: np.sum(a * (2.0 * np.eye(4))),  # not the identity
+    lambda a: np.sum(a * (np.eye(4) + np.eye(4, k=1))),  # an off-diagonal one
+    lambda a: np.sum(a * np.eye(4), axis=0),  # a sum over one axis
+    lambda a: (lambda p: np.sum(p) + np.sum(p * a))(a * np.eye(4)),  # the product is read again
+    lambda a: np.sum(a[:3] * np.eye(4)[:3]),  # rectangular
+    lambda a: np.sum(a[:3, :3] * IDENTITY),  # the user's array (may change between calls)
+])
+def test_masked_sum_near_misses_keep_their_product(f):
+    A = np.random.default_rng(4).normal(size=(4, 4))
+    assert "numpy.trace" not in _simplified_prims(f, A)
+    check_grads(f, A)
+
+
+def test_a_user_identity_changed_in_place_is_read():
+    f = lambda a: np.sum(a * IDENTITY)  # noqa: E731
+    vg = irad.value_and_grad(f)
+    A = np.ones((3, 3))
+    vg(A)
+    IDENTITY[0, 1] = 1.0
+    try:
+        for _ in range(2):
+            val, g = vg(A)
+            assert val == 4.0
+            np.testing.assert_array_equal(g, IDENTITY)
+    finally:
+        IDENTITY[0, 1] = 0.0
+    val, g = vg(A)
+    assert val == 3.0
+    np.testing.assert_array_equal(g, np.eye(3))
+
+
+def _spd(rng, n):
+    m = rng.normal(size=(n, n))
+    return m @ m.T + n * np.eye(n)
+
+
 # ---- a gradient assembled element by element -------------------------------------------------------
 
 def _grid(x):
