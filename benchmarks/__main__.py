@@ -437,12 +437,13 @@ def chart(results: list[dict[str, Any]], cs: list[Contender], path: str) -> None
     plt.close(fig)
 
 
-def kept_section(path: Path, name: str) -> str:
-    """The ``<!-- name -->`` ... ``<!-- /name -->`` block of ``path`` (another tool writes it, e.g.
-    ``benchmarks.tracecost``), to keep at the end of the report; "" when there is none."""
+def kept_tail(path: Path) -> str:
+    """Everything of ``path`` from its first ``<!-- name -->`` block on: the sections that other
+    tools write (``benchmarks.tracecost``, ``benchmarks.loops``, ...), tagged or not, kept at the
+    end of the report; "" when there are none."""
     old = path.read_text() if path.exists() else ""
-    start, end = old.find(f"<!-- {name} -->"), old.find(f"<!-- /{name} -->")
-    return "\n" + old[start:end + len(f"<!-- /{name} -->")] + "\n" if 0 <= start < end else ""
+    at = old.find("\n<!-- ")
+    return "\n" + old[at + 1:].rstrip("\n") + "\n" if at >= 0 else ""
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -484,9 +485,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         chart(results, cs, png)
     text = report(results, cs, notices, tc, extras, png)
     if ns.markdown:
-        kept = "".join(kept_section(Path(ns.markdown), name) for name in (
-            "tracecost", "autograd_suite", "jacobian", "checkpoint_memory", "compile_scaling"))
-        Path(ns.markdown).write_text(text + kept)
+        Path(ns.markdown).write_text(text + kept_tail(Path(ns.markdown)))
         print(f"wrote {ns.markdown}" + (f" and {png}" if png else ""))
     else:
         print(text)

@@ -42,8 +42,8 @@ class Config:
     """``reroll``: grad, value_and_grad and vjp re-roll loops before differentiating (on by default).
     ``min_ops``: a run of iterations covering fewer ops stays unrolled.  Re-rolled programs compile
     10-17x faster; an RNN's gradient runs as fast re-rolled as unrolled, but a loop of a few
-    Python-scalar ops per step runs about 2x slower (docs/benchmarks.md), so only long runs are
-    re-rolled by default."""
+    Python-scalar ops per step runs about 2x slower (docs/benchmarks.md) until ``irad.tiers``
+    unrolls its hot program, so only long runs are re-rolled by default."""
 
     reroll: bool = True
     min_ops: int = 400
