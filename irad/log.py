@@ -246,6 +246,16 @@ def published(cache: Any, key: Any, prog: Any, flipped: str | None, had: int) ->
                        f"{len(g.ops)} op{'s' * (len(g.ops) != 1)}{guards}")
 
 
+def unrolled(name: str, ops: int, ms: float, error: BaseException | None = None) -> None:
+    """A hot program lowered again with its loops unrolled (``irad.tiers.promote``), or why it kept
+    its loops."""
+    if CONFIG.trace:
+        if error is None:
+            _emit("trace", f"{name}: hot: its loops unrolled, {ops} ops, lowered in {ms:.1f} ms")
+        else:
+            _emit("trace", f"{name}: hot, but its loops stay: unrolling failed ({type(error).__name__}: {error})")
+
+
 def passed(g_name: str, pass_name: str, before: Any, after: Any) -> None:
     """One pass changed a graph (``irad.passes.run``): its name, ops before -> after, its provenance note."""
     n = len(before.provenance)

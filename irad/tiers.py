@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from . import log
 from .effects import is_impure_prim
 from .ir import ArrayT, Graph, ScalarT
 from .loops import LOOP_PRIM, loop_of, unroll
@@ -122,8 +124,14 @@ def promote(program: Any) -> None:
     with _LOCK:
         if program.hot is None:  # another thread promoted it meanwhile
             return
-        g = passes.run(unroll(program.graph), (passes.fold_constants, passes.simplify, passes.cse, passes.dce))
-        low = lower(g, program.fn.__name__)
+        program.hot = None  # (whatever happens below: asked once)
+        t = time.perf_counter()
+        try:
+            g = passes.run(unroll(program.graph), (passes.fold_constants, passes.simplify, passes.cse, passes.dce))
+            low = lower(g, program.fn.__name__)
+        except Exception as e:  # NOTE: the first tier is right: a call never fails for want of the second
+            log.unrolled(program.name, 0, 0.0, e)
+            return
         program.source, program.fn = low.source, low.fn
         program._entry = None  # the entry holds the old function: built again on the next cached run
-        program.hot = None
+        log.unrolled(program.name, len(g.ops), 1e3 * (time.perf_counter() - t))

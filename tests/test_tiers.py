@@ -383,3 +383,42 @@ def test_promoted_gradient_differentiated_again():
         eps = 1e-6
         fd = (g(x2 + eps * v) - g(x2 - eps * v)) / (2 * eps)
         np.testing.assert_allclose(hvp(x2), fd, rtol=1e-5, atol=1e-6)
+
+
+def test_a_failed_unrolling_keeps_the_loop_and_the_call_succeeds(monkeypatch, caplog):
+    xs = _floats(12)()[0]
+    vg = irad.value_and_grad(poly_list)
+    vg(xs)
+    prog = vg.program(xs)
+    source = prog.source
+
+    def broken(g):
+        raise RuntimeError("no unrolling today")
+
+    monkeypatch.setattr(tiers, "unroll", broken)
+    was = irad.config().log
+    irad.config(log="trace")
+    try:
+        with caplog.at_level("INFO", logger="irad"):
+            for _ in range(HOT + 2):
+                val, g = vg(xs)
+    finally:
+        irad.config(log=was)
+    assert prog.hot is None and prog.source is source  # asked once, and the first tier stays
+    assert val == pytest.approx(poly_list(xs), rel=1e-12)
+    np.testing.assert_allclose(g, [v + 0.1 * i for i, v in enumerate(xs)], rtol=1e-12)
+    assert "unrolling failed (RuntimeError: no unrolling today)" in caplog.text
+
+
+def test_promotion_is_logged(caplog):
+    xs = _floats(12)()[0]
+    was = irad.config().log
+    irad.config(log="trace")
+    try:
+        with caplog.at_level("INFO", logger="irad"):
+            vg = irad.value_and_grad(poly_list)
+            for _ in range(HOT + 1):
+                vg(xs)
+    finally:
+        irad.config(log=was)
+    assert "poly_list: hot: its loops unrolled" in caplog.text
