@@ -38,7 +38,7 @@ class Config:
     """``hot_calls``: the cached calls after which a qualifying program is unrolled (``None``: never).
     Both the unrolling's cost and a call's saving grow with the unrolled program's size, so one count
     fits programs of every size: at 1,000 calls, the calls have taken about as long as the unrolling
-    takes (~40 µs per unrolled op, against ~30 ns per op and call saved).
+    takes (~50 µs per unrolled op, against ~30 ns per op and call saved).
     ``max_ops``: a program that would unroll to more ops keeps its loops (its compile would take
     seconds)."""
 
@@ -48,6 +48,7 @@ class Config:
 
 #: owned by this module; tests set ``CONFIG.hot_calls`` (or use ``hot_after``) to promote early
 CONFIG = Config()
+
 
 @contextlib.contextmanager
 def hot_after(calls: int | None) -> Iterator[None]:

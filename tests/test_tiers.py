@@ -154,14 +154,16 @@ def test_promoted_program_gives_first_tier_bits_and_finite_differences(name):
     with tiers.hot_after(None):  # (read when a program is compiled)
         reference = irad.value_and_grad(f)  # never leaves its first tier
         reference(*args)
-    for _ in range(3):
+    assert reference.program(*args).hot is None and "for " in reference.program(*args).source
+    for k in range(20):  # (a rewrite that is not exact would differ by an ulp on some inputs)
         new = make()
         got = vg(*new)
         want = reference(*new)
-        assert reference.program(*new).hot is None and "for " in reference.program(*new).source
         assert _same_bits(got, want), name
-        np.testing.assert_allclose(got[0], f(*new), rtol=1e-12)
-        np.testing.assert_allclose(_flat(got[1]), _fd(f, new[0]), rtol=1e-6, atol=1e-7)
+        if k < 3:
+            np.testing.assert_allclose(got[0], f(*new), rtol=1e-12)
+            np.testing.assert_allclose(_flat(got[1]), _fd(f, new[0]), rtol=1e-6, atol=1e-7)
+    assert "for " not in prog.source and "for " in reference.program(*args).source
 
 
 def test_promotion_keeps_the_entry_fast_and_rebuilds_it():
