@@ -56,9 +56,10 @@ class Program:
     optimised joint forward+backward graph, ``forward`` the traced graph.  A call whose key
     differs (another shape, another static value), whose assumptions no longer hold (a rebound
     global, a changed attribute) or whose guards fail is answered by a program traced for it,
-    never by this one.  ``prog.source`` is what runs: a program whose loops step through scalar
-    work is lowered again with its loops unrolled once it is hot (``irad.tiers``), giving the same
-    bits; ``prog.graph`` stays the graph it was compiled from.
+    never by this one.  ``prog.source`` is what runs (``prog.tier`` says which): a program whose
+    loops step through scalar work is lowered again with its loops unrolled once it is hot, giving
+    the same bits; a program of array work may move to the compiled tier, its elementwise chains
+    fused into numba kernels (``irad.tiers``); ``prog.graph`` stays the graph it was compiled from.
     """
 
     name: str
@@ -90,8 +91,12 @@ class Program:
     _builders: Any = field(default=None, repr=False)
     _other: Any = field(default=None, repr=False)  # the GradFunction that answers other calls
     _entry: Any = field(default=None, repr=False)  # its fast entry (irad.entry; False: it has none)
-    #: calls left before it is lowered again with its loops unrolled (``irad.tiers``; None: never)
+    #: calls left before it moves on to its next tier (``irad.tiers``; None: never)
     hot: list[int] | None = field(default=None, repr=False)
+    #: the tier it runs: "numpy", "unrolled" (its loops written out) or "numba" (the compiled tier)
+    tier: str = field(default="numpy", repr=False)
+    upgrade: str | None = field(default=None, repr=False)  # the tier its ``hot`` count leads to
+    compiled: Any = field(default=None, repr=False)  # its compiled tier being built (``tiers.Compile``)
     deep: frozenset[int] = field(default=frozenset(), repr=False)  # the argnums, for the call key
 
     @property
@@ -106,7 +111,7 @@ class Program:
             if hot is not None:
                 hot[0] -= 1
                 if hot[0] <= 0:
-                    tiers.promote(self)
+                    tiers.promote(self, leaves)
             try:
                 flat = self.run(leaves)
             except GuardError:
@@ -589,7 +594,7 @@ class GradFunction:
                 if hot is not None:
                     hot[0] -= 1
                     if hot[0] <= 0:
-                        tiers.promote(prog)
+                        tiers.promote(prog, leaves)
                 dyn = prog.dyn_pos
                 try:
                     if prog.writeback or prog.setattrs or prog.rngs:

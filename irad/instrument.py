@@ -90,6 +90,15 @@ def _register(new: types.CodeType, read: frozenset[str], stored: tuple[str, ...]
     weakref.finalize(new, _forget, k).atexit = False
 
 
+def cache_root() -> str | None:
+    """irad's on-disk cache directory: ``IRAD_CACHE_DIR``, else ``irad`` under ``$XDG_CACHE_HOME``
+    or ``~/.cache``; None when ``IRAD_CACHE_DIR`` is ``off`` (or empty, ``0``, ``none``)."""
+    env = os.environ.get("IRAD_CACHE_DIR")
+    if env is not None and env.strip().lower() in ("", "off", "0", "none"):
+        return None
+    return env or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "irad")
+
+
 class _DiskCache:
     """Instrumented twins of irad's own code (the rule bodies the inline pass traces), kept on disk
     across processes: rewriting a rule body's bytecode costs milliseconds, loading its twin tens
@@ -111,13 +120,8 @@ class _DiskCache:
 
     def directory(self) -> str | None:
         if self._dir is False:
-            env = os.environ.get("IRAD_CACHE_DIR")
-            if env is not None and env.strip().lower() in ("", "off", "0", "none"):
-                self._dir = None
-            else:
-                root = env or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-                                           "irad")
-                self._dir = os.path.join(root, f"instrument-{self._stamp()}")
+            root = cache_root()
+            self._dir = None if root is None else os.path.join(root, f"instrument-{self._stamp()}")
         return self._dir  # type: ignore[return-value]
 
     @staticmethod

@@ -1,7 +1,8 @@
 """Seeing what irad did: traces, the reason for each retrace, what each pass changed, generated source.
 
-Four topics, each a logger of the standard ``logging`` module (``irad.trace``, ``irad.retrace``,
-``irad.passes``, ``irad.source``), all off until asked for::
+Five topics, each a logger of the standard ``logging`` module (``irad.trace``, ``irad.retrace``,
+``irad.passes``, ``irad.source``, ``irad.backend``: what the compiled tier compiled, when and
+why), all off until asked for::
 
     IRAD_LOG=retrace,passes python train.py          # read once, when irad is imported
     irad.config(log="trace,retrace")                 # at run time; irad.config(log=None): off
@@ -21,9 +22,10 @@ import types
 import warnings
 from typing import Any, Iterable, NamedTuple
 
+from . import backends
 from .errors import ConfigError
 
-TOPICS = ("trace", "retrace", "passes", "source")
+TOPICS = ("trace", "retrace", "passes", "source", "backend")
 _ALL = frozenset({"all", "*"})
 _OFF = frozenset({"", "0", "none", "off"})
 
@@ -47,6 +49,7 @@ class Settings(NamedTuple):
     """What ``irad.config()`` reports: the settings in force (pass them back to restore them)."""
 
     log: tuple[str, ...]
+    backend: str = "auto"
 
 
 class Config:
@@ -54,10 +57,10 @@ class Config:
 
     The flags are plain attributes because the code that logs tests them before doing anything."""
 
-    __slots__ = ("trace", "retrace", "passes", "source", "enabled")
+    __slots__ = ("trace", "retrace", "passes", "source", "backend", "enabled")
 
     def __init__(self) -> None:
-        self.trace = self.retrace = self.passes = self.source = self.enabled = False
+        self.trace = self.retrace = self.passes = self.source = self.backend = self.enabled = False
 
     @property
     def log(self) -> frozenset[str]:
@@ -75,14 +78,18 @@ CONFIG = Config()
 _UNSET: Any = object()
 
 
-def config(*, log: str | Iterable[str] | None = _UNSET) -> Settings:
+def config(*, log: str | Iterable[str] | None = _UNSET, backend: str | None = _UNSET) -> Settings:
     """Change irad's settings; returns those now in force.
 
-    ``log``: the topics to log (``"trace,retrace,passes,source"``, ``"all"``, a list of them), or
-    None to turn logging off; as the ``IRAD_LOG`` environment variable, which sets it at import."""
+    ``log``: the topics to log (``"trace,retrace,passes,source,backend"``, ``"all"``, a list of
+    them), or None to turn logging off; as the ``IRAD_LOG`` environment variable, which sets it at
+    import.  ``backend``: ``"numpy"``, ``"numba"`` or ``"auto"`` (``irad.backends``; the
+    ``IRAD_BACKEND`` variable), for programs compiled from now on."""
     if log is not _UNSET:
         CONFIG.set_log(parse_topics(log))
-    return Settings(tuple(t for t in TOPICS if getattr(CONFIG, t)))
+    if backend is not _UNSET:
+        backends.CONFIG.backend = backends.parse_backend(backend)
+    return Settings(tuple(t for t in TOPICS if getattr(CONFIG, t)), backends.CONFIG.backend)
 
 
 class _Fallback(logging.Handler):
@@ -254,6 +261,17 @@ def unrolled(name: str, ops: int, ms: float, error: BaseException | None = None)
             _emit("trace", f"{name}: hot: its loops unrolled, {ops} ops, lowered in {ms:.1f} ms")
         else:
             _emit("trace", f"{name}: hot, but its loops stay: unrolling failed ({type(error).__name__}: {error})")
+
+
+def compiled(name: str, kernels: int, seconds: float, from_disk: bool, why: str | None) -> None:
+    """The compiled tier of a hot program went live (``why`` None), or why it stays on numpy."""
+    if CONFIG.backend:
+        if why is None:
+            where = "loaded from the disk cache" if from_disk else "compiled"
+            _emit("backend", f"{name}: hot: {kernels} numba kernel(s) {where} in {seconds:.2f} s; "
+                             "the compiled tier runs from now on")
+        else:
+            _emit("backend", f"{name}: hot, but it stays on numpy: {why}")
 
 
 def passed(g_name: str, pass_name: str, before: Any, after: Any) -> None:
