@@ -8,13 +8,17 @@ with vectorisable implementations of the transcendental functions (``irad.backen
 Everything else (matmuls, reductions, linalg, rules, loops' bookkeeping) stays numpy, in the same
 generated program: the fused graph is lowered by ``irad.lower`` like any other.
 
-A chain ("group") is grown backwards from its root: an elementwise op joins the group of its
-readers when all of them are in one group and its result is no output of the graph, and it has
-the root's shape (a smaller operand, a bias, is computed once and read as an input rather than
-recomputed per element of the broadcast).  A kernel is a ufunc, so numpy's broadcasting, memory
-order and dtype rules for its inputs hold as they do for the ops it replaces.  Only float64 and
-boolean values go through kernels; literals irad can spell (``lower.literal``) are written into
-the kernel, other constants are its arguments.
+A kernel computes one *materialised* value: an elementwise result that a non-elementwise op (a
+matmul, a reduction, a rule) or the graph's outputs read, a transcendental one that several ops
+read (computed once), or one smaller than a reader (a bias-sized value is not recomputed per
+element of its broadcast).  The other elementwise results are never stored: each kernel that needs
+one recomputes it from the materialised values and inputs it reads.  A ufunc has one result, and
+in a joint graph most forward values are read again by the backward, so recomputing the cheap
+ones (arithmetic, comparisons, ``where``) is what lets the chains on both sides of a reuse fuse;
+their cost is a few instructions per element in a loop bound by memory.  A kernel is a ufunc, so
+numpy's broadcasting, memory order and dtype rules for its inputs hold as they do for the ops it
+replaces.  Only float64 and boolean values go through kernels; literals irad can spell
+(``lower.literal``) are written into the kernel, other constants are its arguments.
 
 Arithmetic in a kernel is IEEE double arithmetic in the ops' order (numba does not reassociate or
 contract without ``fastmath``, which is never set), so a kernel of ``+ - * /``, comparisons,
@@ -64,6 +68,36 @@ _UNARY = {"numpy.sqrt": "np.sqrt({})", "numpy.sin": "np.sin({})", "numpy.cos": "
 _FLOAT, _BOOL = "float64", "boolean"
 
 
+def _numpy_has_simd_transcendentals() -> bool:
+    """Does numpy run its float64 exp/log/tanh/... as AVX-512 SIMD code on this machine?  (Then
+    they are faster than vecmath's, and a kernel would slow them down.)"""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features  # numpy >= 2
+    except ImportError:
+        try:
+            from numpy.core._multiarray_umath import __cpu_features__ as features  # numpy 1.x
+        except ImportError:
+            return False
+    return bool(features.get("AVX512_SKX"))
+
+
+@dataclass
+class Config:
+    """``fuse_transcendental``: put exp, log, tanh, ... into kernels (vecmath's implementations).
+    By default only where numpy's own are scalar libm calls (machines without AVX-512): where numpy
+    has SIMD versions they are faster than vecmath's on big arrays (docs/benchmarks.md), so there
+    they stay numpy ops and the kernels fuse the arithmetic around them."""
+
+    fuse_transcendental: bool = True
+    #: arrays of at most this many elements get their transcendental functions fused even so: on
+    #: them a call's overhead (~1 µs) outweighs the per-element speed
+    small: int = 2048
+
+
+#: owned by this module; read when a program's kernels are planned
+CONFIG = Config(fuse_transcendental=not _numpy_has_simd_transcendentals())
+
+
 def _kind(t: Any) -> str | None:
     """The kernel type of a value of IR type ``t`` (float64 or boolean), or None."""
     if isinstance(t, ArrayT):
@@ -100,7 +134,9 @@ def _elementwise(op: Op) -> bool:
     p, n = op.prim, len(op.args)
     if p in _BINARY or p in _COMPARE or p in ("numpy.maximum", "numpy.minimum"):
         return n == 2 and kinds == [_FLOAT, _FLOAT]
-    if p in TRANSCENDENTAL or p in _UNARY:
+    if p in TRANSCENDENTAL:
+        return (CONFIG.fuse_transcendental or math.prod(t.shape) <= CONFIG.small) and n == 1 and kinds == [_FLOAT]
+    if p in _UNARY:
         return n == 1 and kinds == [_FLOAT]
     if p in ("numpy.clip", "numpy.ndarray.clip"):
         return n == 3 and kinds == [_FLOAT] * 3
@@ -114,7 +150,7 @@ def _elementwise(op: Op) -> bool:
 @dataclass(frozen=True)
 class Group:
     """One kernel's ops (indices into the graph's ops, in order); ``ops[-1]`` is the root, whose
-    result is the kernel's."""
+    result is the kernel's.  An op that is not materialised may be in several groups."""
 
     ops: tuple[int, ...]
 
@@ -125,39 +161,53 @@ class Group:
 
 #: a group of one op is fused only if it is one of these (elsewhere numpy is as fast)
 MIN_OPS = 2
+#: the most ops one kernel computes (numba's compile time grows with a kernel's size); a bigger
+#: group stays numpy ops
+MAX_OPS = 64
 
 
 def plan(g: Graph) -> list[Group]:
     """The kernels of ``g``'s top level (see the module docstring), each of at least ``MIN_OPS``
     ops or holding a transcendental function."""
-    readers: dict[int, set[int]] = {}
+    fusable = [_elementwise(op) for op in g.ops]
+    producer = {op.outs[0].id: i for i, op in enumerate(g.ops) if fusable[i]}
+    readers: dict[int, list[int]] = {}
     for j, op in enumerate(g.ops):
         for v in op.inputs:
-            readers.setdefault(v.id, set()).add(j)
+            readers.setdefault(v.id, []).append(j)
     outputs = {o.id for o in g.outputs if isinstance(o, Var)}
-    group_of: dict[int, int] = {}  # op index -> its group's root
-    members: dict[int, list[int]] = {}
-    for i in range(len(g.ops) - 1, -1, -1):
-        op = g.ops[i]
-        if not _elementwise(op):
-            continue
-        o = op.outs[0]
-        rs = readers.get(o.id, set())
-        roots = {group_of.get(j) for j in rs}
-        root = roots.pop() if len(roots) == 1 else None
-        if root is not None and o.id not in outputs and o.type.shape == g.ops[root].outs[0].type.shape:
-            group_of[i] = root
-            members[root].append(i)
-        else:
-            group_of[i] = i
-            members[i] = [i]
-    groups = []
-    for root, ops in members.items():
-        ops.sort()
-        if len(ops) >= MIN_OPS or any(g.ops[i].prim in TRANSCENDENTAL for i in ops):
-            groups.append(Group(tuple(ops)))
-    groups.sort(key=lambda gr: gr.root)
-    return groups
+
+    def materialised(i: int) -> bool:
+        o = g.ops[i].outs[0]
+        rs = readers.get(o.id, [])
+        if o.id in outputs or not rs or any(not fusable[j] for j in rs):
+            return True
+        if any(g.ops[j].outs[0].type.shape != o.type.shape for j in rs):
+            return True
+        return g.ops[i].prim in TRANSCENDENTAL and len(rs) > 1
+
+    stored = [fusable[i] and materialised(i) for i in range(len(g.ops))]
+    while True:
+        groups, too_big = [], []
+        for root in range(len(g.ops)):
+            if not stored[root]:
+                continue
+            members, todo = {root}, [root]
+            while todo:
+                for v in g.ops[todo.pop()].inputs:
+                    i = producer.get(v.id)
+                    if i is not None and not stored[i] and i not in members:
+                        members.add(i)
+                        todo.append(i)
+            if len(members) > MAX_OPS:
+                too_big.append(members)
+            elif len(members) >= MIN_OPS or g.ops[root].prim in TRANSCENDENTAL:
+                groups.append(Group(tuple(sorted(members))))
+        if not too_big:
+            return groups
+        for members in too_big:  # NOTE: kept as numpy ops, so what they read must be stored too
+            for i in members:
+                stored[i] = True
 
 
 def has_kernels(g: Graph) -> bool:
@@ -340,7 +390,7 @@ def fuse(g: Graph, ns: dict[str, Any], specs: dict[int, list[KernelSpec]] | None
     loops' steps are fused too."""
     groups = plan(g)
     by_root = {gr.root: gr for gr in groups}
-    dropped = {i for gr in groups for i in gr.ops[:-1]}
+    dropped = {i for gr in groups for i in gr.ops[:-1]}  # (values no op stores: recomputed in kernels)
     names = iter(specs[id(g)]) if specs is not None else None
     ops = []
     for i, op in enumerate(g.ops):
@@ -366,16 +416,21 @@ def fuse(g: Graph, ns: dict[str, Any], specs: dict[int, list[KernelSpec]] | None
     return g.replace(ops=tuple(ops))
 
 
-def specs_of(g: Graph, start: int = 0) -> dict[int, list[KernelSpec]]:
-    """Every kernel of ``g`` and its loops' steps: graph id -> its kernels in order of their roots."""
+def specs_of(g: Graph) -> dict[int, list[KernelSpec]]:
+    """Every kernel of ``g`` and its loops' steps: graph id -> its kernels in order of their roots.
+    Kernels that compute the same thing (an unrolled loop's steps) share one name, so each is
+    compiled once."""
     out: dict[int, list[KernelSpec]] = {}
-    count = [start]
+    names: dict[tuple[str, str], str] = {}  # (body, signature) -> the name of its kernel
 
     def visit(h: Graph) -> None:
         out[id(h)] = []
         for gr in plan(h):
-            out[id(h)].append(kernel_spec(h, gr, f"k{count[0]}"))
-            count[0] += 1
+            spec = kernel_spec(h, gr, "k")
+            key = (spec.source, spec.signature)
+            name = names.setdefault(key, f"k{len(names)}")
+            out[id(h)].append(KernelSpec(name, spec.source.replace("def k(", f"def {name}(", 1), spec.signature,
+                                         spec.operands))
         for op in h.ops:
             if op.prim == LOOP_PRIM:
                 visit(loop_of(op).body)
@@ -383,11 +438,19 @@ def specs_of(g: Graph, start: int = 0) -> dict[int, list[KernelSpec]]:
     return out
 
 
+def _unique(specs: dict[int, list[KernelSpec]]) -> list[KernelSpec]:
+    seen: dict[str, KernelSpec] = {}
+    for ss in specs.values():
+        for s in ss:
+            seen.setdefault(s.name, s)
+    return list(seen.values())
+
+
 def compile_program(g: Graph, name: str) -> tuple[Lowered, int, bool]:
     """The compiled tier of the joint graph ``g``: (the program lowered with its kernels, how many
     kernels, whether they came from the disk cache)."""
     specs = specs_of(g)
-    flat = [s for ss in specs.values() for s in ss]
+    flat = _unique(specs)
     source = module_source(flat)
     path = cached_path(source)
     was_cached = path is not None and os.path.exists(path)
@@ -398,13 +461,13 @@ def compile_program(g: Graph, name: str) -> tuple[Lowered, int, bool]:
 
 def on_disk(g: Graph) -> bool:
     """Is the compiled tier of ``g`` in the disk cache already?"""
-    path = cached_path(module_source([s for ss in specs_of(g).values() for s in ss]))
+    path = cached_path(module_source(_unique(specs_of(g))))
     return path is not None and os.path.exists(path)
 
 
 def estimate_compile_s(g: Graph) -> float:
     """A rough compile time of ``g``'s kernels (numba's import once per process, ~0.15 s per kernel)."""
-    n = sum(len(s) for s in specs_of(g).values())
+    n = len(_unique(specs_of(g)))
     return (0.0 if "numba" in sys.modules else 0.5) + 0.15 * n
 
 
