@@ -97,6 +97,9 @@ class Program:
     tier: str = field(default="numpy", repr=False)
     upgrade: str | None = field(default=None, repr=False)  # the tier its ``hot`` count leads to
     compiled: Any = field(default=None, repr=False)  # its compiled tier being built (``tiers.Compile``)
+    #: (source, fn) of its numpy program once the compiled tier runs: what a trace records (the
+    #: kernels are opaque to it) and what is shipped to other processes
+    numpy_tier: tuple[str, Callable[..., Any]] | None = field(default=None, repr=False)
     deep: frozenset[int] = field(default=frozenset(), repr=False)  # the argnums, for the call key
 
     @property
@@ -644,7 +647,8 @@ class GradFunction:
                                 "array it reads from globals, closures or attributes, in place; work on a copy")
         tracer.deps.update(prog.assumptions.deps)
         dyn = prog.dyn_pos
-        flat = tracer.call(prog.fn, tuple(leaves) if dyn is None else tuple(leaves[i] for i in dyn), {})
+        fn = prog.fn if prog.numpy_tier is None else prog.numpy_tier[1]  # (a traceable program)
+        flat = tracer.call(fn, tuple(leaves) if dyn is None else tuple(leaves[i] for i in dyn), {})
         for o, name, k, c in prog.setattrs:  # the outer trace records the writes as its own
             tracer.setattr(o, name, c if k is None else flat[k])
         return self._result(prog.unpack(flat))

@@ -135,15 +135,16 @@ class ChunkSpec:
 
 def build_spec(prog: api.Program, plan: tuple[tuple[bool, int], ...], site: str) -> ChunkSpec:
     """The shippable form of ``prog``; a constant plain ``pickle`` cannot send is a ``ShipError``."""
-    ns = prog.fn.__globals__
+    source, fn = (prog.source, prog.fn) if prog.numpy_tier is None else prog.numpy_tier  # (kernels do not pickle)
+    ns = fn.__globals__
     live = _live_ids(prog)
     consts = {k: _pack(v, live) for k, v in ns.items() if k != "__builtins__"}
-    name = prog.fn.__name__
+    name = fn.__name__
     try:
-        payload = pickle.dumps((prog.source, name, consts), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps((source, name, consts), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as e:  # pickle raises several types (PicklingError, TypeError, AttributeError)
         raise _ship_error(prog, consts, site, e) from e
-    return ChunkSpec(name, plan, payload, hashlib.sha256(payload).hexdigest(), prog.fn)
+    return ChunkSpec(name, plan, payload, hashlib.sha256(payload).hexdigest(), fn)
 
 
 def _ship_error(prog: api.Program, consts: dict[str, Any], site: str, cause: Exception) -> ShipError:

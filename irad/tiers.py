@@ -146,17 +146,22 @@ def countdown(g: Graph, program: Any) -> list[int] | None:
         if size is not None and size <= CONFIG.max_ops:
             program.upgrade = "unrolled"
             return [CONFIG.hot_calls]
-    if backends.CONFIG.compiled_tier() and compiled.has_kernels(g):
-        program.upgrade = "numba"
-        return [1 if compiled.on_disk(g) else calls_before_compiling(g)]
+    if backends.CONFIG.compiled_tier():
+        p = compiled.prospect(g)
+        if p is not None:
+            program.upgrade = "numba"
+            return [1 if p.on_disk and CONFIG.compile_calls is None else calls_before_compiling(g, p)]
     return None
 
 
-def calls_before_compiling(g: Graph) -> int:
+def calls_before_compiling(g: Graph, p: compiled.Prospect | None = None) -> int:
     """How many cached calls of ``g``'s numpy program take about as long as compiling its kernels."""
     if CONFIG.compile_calls is not None:
         return CONFIG.compile_calls
-    calls = compiled.estimate_compile_s(g) / max(compiled.estimate_run_s(g), 1e-9)
+    p = p or compiled.prospect(g)
+    if p is None:
+        return 10 ** 9
+    calls = p.compile_s() / max(compiled.estimate_run_s(g), 1e-9)
     return max(CONFIG.compile_min_calls, min(int(math.ceil(calls)), 10 ** 9))
 
 
@@ -242,6 +247,7 @@ def _switch(program: Any, job: Compile, leaves: Sequence[Any]) -> None:
         why = f"it raised {type(e).__name__}: {e}"
     program.hot = None
     if why is None:
+        program.numpy_tier = (program.source, program.fn)
         program.source, program.fn = low.source, low.fn
         program.tier = "numba"
         program._entry = None  # the entry holds the old function: built again on the next cached run

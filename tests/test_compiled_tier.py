@@ -244,8 +244,8 @@ def test_a_cold_program_never_compiles():
 
 
 def test_big_arrays_compile_sooner_than_small_ones():
-    small = irad.trace(lambda x: np.tanh(x) * 2.0, np.ones(10))
-    big = irad.trace(lambda x: np.tanh(x) * 2.0, np.ones(10 ** 6))
+    small = irad.trace(lambda x: (x * 2.0 + 1.0) * x, np.ones(10))
+    big = irad.trace(lambda x: (x * 2.0 + 1.0) * x, np.ones(10 ** 6))
     assert tiers.calls_before_compiling(big) < tiers.calls_before_compiling(small)
 
 
@@ -429,3 +429,42 @@ def test_kernel_source_holds_no_user_text():
     src = compiled.module_source([s for ss in specs.values() for s in ss])
     assert "user" not in src and "quoted" not in src
     assert all(line.isascii() for line in src.splitlines())
+
+
+def test_a_program_on_the_compiled_tier_is_traced_through_its_numpy_program():
+    rng = np.random.default_rng(9)
+    W1, W2, x = _mlp_args(rng)
+    inner = irad.grad(mlp, argnums=0)
+
+    def outer(W):
+        return np.sum(inner(W, W2, x) ** 2)
+
+    irad.grad(outer)(W1)  # (a first outer trace: the call key the inner program has inside one)
+    prog = inner.program(W1, W2, x)
+    prog.hot[0] = 1  # hot now: the next call starts the compile
+    inner(W1, W2, x)
+    assert tiers.settle(120)
+    inner(W1, W2, x)
+    assert prog.tier == "numba" and prog.numpy_tier is not None
+    g = irad.grad(outer)  # its trace runs the inner program on traced values: its numpy program
+    for _ in range(2):
+        W = W1 + 0.01 * rng.standard_normal(W1.shape)
+        v = rng.standard_normal(W.shape)
+        eps = 1e-6
+        fd = (outer(W + eps * v) - outer(W - eps * v)) / (2 * eps)
+        assert abs(np.sum(g(W) * v) - fd) <= 1e-5 * max(1.0, abs(fd))
+
+
+def test_compiled_programs_of_irad_compile_switch_too():
+    rng = np.random.default_rng(10)
+    args = _mlp_args(rng)
+    with tiers.compile_after(2):
+        prog = irad.compile(mlp, *args, argnums=(0, 1))
+    for _ in range(3):
+        prog(*args)
+    assert tiers.settle(120)
+    for _ in range(3):
+        fresh = _mlp_args(rng)
+        value, grads = prog(*fresh)
+        _fd_check(mlp, fresh, (0, 1), value, grads, rng)
+    assert prog.tier == "numba"

@@ -29,10 +29,10 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 # a python block, then optionally (after at most one blank line) the text block that shows its output
 BLOCK = re.compile(r"```python\n(?P<code>.*?)```\n(?:(?P<gap>\n?)```text\n(?P<text>.*?)```\n)?", re.S)
 SKIP = "# not run"
-# docs of optional extras (pip install irad[onnx], irad[arrays], irad[dask])
+# docs of optional extras (pip install irad[onnx], irad[arrays], irad[dask], irad[fast])
 NEEDS = {"onnx_import.md": ("onnx", "onnxruntime", "scipy"), "arrays.md": ("array_api_strict",),
          "loops.md": ("onnx", "onnxruntime"),
-         "dask.md": ("dask",)}
+         "dask.md": ("dask",), "compiled.md": ("numba",)}
 
 
 def run_doc(path: Path) -> list[tuple[re.Match[str], str]]:

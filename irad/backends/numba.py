@@ -33,6 +33,7 @@ stamp irad's version, numba's version and ``vecmath``'s source: a change of any 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -318,9 +319,20 @@ def module_source(specs: list[KernelSpec]) -> str:
 
 # ---- compiling ----------------------------------------------------------------------------
 
+_STAMPS: dict[tuple[str, str], str] = {}  # (numba's version, irad's) -> the stamp: once per process
+
+
 def _stamp() -> str:
     """What the kernels' disk cache depends on besides their text: numba, irad, Python, vecmath."""
-    h = hashlib.sha256(f"{_numba_version()}|{_irad_version()}|{sys.version}".encode())
+    key = (_numba_version(), _irad_version())
+    stamp = _STAMPS.get(key)
+    if stamp is None:
+        stamp = _STAMPS[key] = _stamp_of(*key)
+    return stamp
+
+
+def _stamp_of(numba_version: str, irad_version: str) -> str:
+    h = hashlib.sha256(f"{numba_version}|{irad_version}|{sys.version}".encode())
     here = os.path.dirname(os.path.abspath(__file__))
     for name in ("vecmath.py", "numba.py"):
         try:
@@ -331,10 +343,12 @@ def _stamp() -> str:
     return h.hexdigest()[:16]
 
 
+@functools.cache
 def _numba_version() -> str:
     return importlib.metadata.version("numba")  # NOTE: from its metadata: importing numba costs ~0.3 s
 
 
+@functools.cache
 def _irad_version() -> str:
     try:
         return importlib.metadata.version("irad")
@@ -459,16 +473,26 @@ def compile_program(g: Graph, name: str) -> tuple[Lowered, int, bool]:
     return lower(fused, name), len(flat), was_cached
 
 
-def on_disk(g: Graph) -> bool:
-    """Is the compiled tier of ``g`` in the disk cache already?"""
-    path = cached_path(module_source(_unique(specs_of(g))))
-    return path is not None and os.path.exists(path)
+@dataclass(frozen=True)
+class Prospect:
+    """What compiling ``g``'s kernels would take: how many distinct kernels, and whether their
+    module is in the disk cache already."""
+
+    kernels: int
+    on_disk: bool
+
+    def compile_s(self) -> float:
+        """A rough compile time: numba's import once per process, ~0.15 s per kernel (none from disk)."""
+        return (0.0 if "numba" in sys.modules else 0.5) + (0.01 if self.on_disk else 0.15) * self.kernels
 
 
-def estimate_compile_s(g: Graph) -> float:
-    """A rough compile time of ``g``'s kernels (numba's import once per process, ~0.15 s per kernel)."""
-    n = len(_unique(specs_of(g)))
-    return (0.0 if "numba" in sys.modules else 0.5) + 0.15 * n
+def prospect(g: Graph) -> Prospect | None:
+    """The compiled tier's prospect for ``g``, or None when nothing in it would be fused."""
+    if not has_kernels(g):
+        return None
+    flat = _unique(specs_of(g))
+    path = cached_path(module_source(flat))
+    return Prospect(len(flat), path is not None and os.path.exists(path))
 
 
 def estimate_run_s(g: Graph) -> float:
