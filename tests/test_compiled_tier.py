@@ -185,8 +185,7 @@ def test_corpus_on_the_compiled_tier(case):
     assert tiers.settle(120)
     for k in range(3):  # calls 3, 4, 5: the switch, then the compiled tier
         fresh = case.make_args(rng)
-        value, grads = vg(*fresh)
-        grads = grads if len(case.argnums) > 1 else (grads,)
+        value, grads = vg(*fresh)  # (argnums a tuple: grads a tuple)
         _fd_check(case.fn, fresh, case.argnums, value, grads, rng)
     assert vg.traces == 1
     assert prog.tier == "numba", prog.compiled
@@ -194,6 +193,46 @@ def test_corpus_on_the_compiled_tier(case):
     leaves = flatten(fresh)[0]
     xs = leaves if prog.dyn_pos is None else [leaves[i] for i in prog.dyn_pos]
     assert tiers.agree(numpy_fn(*xs), prog.fn(*xs)) is None
+
+
+def _rule_cases():
+    """The rule tests' cases whose arguments are all float64 arrays (the ones a kernel can read)."""
+    import test_rules  # (the rule tests' table of cases; tests/ is on the path, as for functions.py)
+    out = []
+    for p in test_rules.CASES:
+        fn, args, kwargs, opts = p.values
+        if args and all(isinstance(a, np.ndarray) and a.dtype == np.float64 for a in args):
+            out.append(pytest.param(fn, args, kwargs, tuple(opts.get("wrt") or range(len(args))), id=p.id))
+    return out
+
+
+@pytest.mark.parametrize("fn,args,kwargs,nums", _rule_cases())
+def test_rule_programs_on_the_compiled_tier(fn, args, kwargs, nums):
+    """Each rule's case as a program (<ȳ, fn(args)>, its gradient): where its inlined forward and
+    pullback fuse, the compiled tier agrees with the numpy tier and with finite differences."""
+    rng = np.random.default_rng(11)
+    with np.errstate(all="ignore"):
+        ybar = random_like(fn(*args, **kwargs), rng)
+
+    def loss(*a):
+        return inner(ybar, fn(*a, **kwargs))
+
+    vg = irad.value_and_grad(loss, argnums=nums)
+    with tiers.compile_after(None), np.errstate(all="ignore"):
+        vg(*args)
+        prog = vg.program(*args)
+    if not compiled.has_kernels(prog.graph):
+        assert prog.compiled is None
+        return
+    low, n, _ = compiled.compile_program(prog.graph, "rule")
+    assert n >= 1
+    leaves = flatten(args)[0]
+    xs = leaves if prog.dyn_pos is None else [leaves[i] for i in prog.dyn_pos]
+    with np.errstate(all="ignore"):
+        old, new = prog.fn(*xs), low.fn(*xs)
+    assert tiers.agree(old, new) is None, tiers.agree(old, new)
+    value, grads = prog.unpack(new)
+    _fd_check(loss, args, nums, value, grads, rng)  # (argnums a tuple: grads a tuple)
 
 
 # ---- tiering -----------------------------------------------------------------------------------
