@@ -62,6 +62,8 @@ class Config:
     #: count that replaces the estimate of ``calls_before_compiling``
     compile_min_calls: int = 2
     compile_calls: int | None = None
+    #: False: the call that reaches the count compiles and switches itself (tests, stress runs)
+    compile_in_thread: bool = True
 
 
 #: owned by this module; tests set ``CONFIG.hot_calls`` (or use ``hot_after``) to promote early
@@ -92,7 +94,7 @@ def compile_after(calls: int | None) -> Iterator[None]:
 
 
 #: one promotion at a time: two threads that reach a program's count together compile it once
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # (reentrant: a program run to check a switch may call another program)
 
 
 def _scalar(t: Any) -> bool:
@@ -268,11 +270,15 @@ def promote(program: Any, leaves: Sequence[Any] = ()) -> None:
                 counter = program.hot
                 counter[0] = _NEVER  # no more asking while it compiles
                 job = program.compiled = Compile(counter)
-                job.thread = threading.Thread(target=_build, args=(program, job), daemon=True,
-                                              name=f"irad compile {program.name}")
-                _THREADS.add(job.thread)
-                job.thread.start()
-            elif job.error is not None:
+                if not CONFIG.compile_in_thread:
+                    _build(program, job)
+                else:
+                    job.thread = threading.Thread(target=_build, args=(program, job), daemon=True,
+                                                  name=f"irad compile {program.name}")
+                    _THREADS.add(job.thread)
+                    job.thread.start()
+                    return
+            if job.error is not None:
                 program.hot = None
                 job.counter[0] = _NEVER
                 log.compiled(program.name, 0, job.seconds, False, f"it did not compile ({type(job.error).__name__}: "

@@ -507,3 +507,18 @@ def test_compiled_programs_of_irad_compile_switch_too():
         value, grads = prog(*fresh)
         _fd_check(mlp, fresh, (0, 1), value, grads, rng)
     assert prog.tier == "numba"
+
+
+def test_a_synchronous_compile_switches_at_the_call_that_reaches_the_count(monkeypatch):
+    monkeypatch.setattr(tiers.CONFIG, "compile_in_thread", False)
+    rng = np.random.default_rng(12)
+    args = _mlp_args(rng)
+    vg = irad.value_and_grad(mlp, argnums=(0, 1))
+    with tiers.compile_after(2):
+        vg(*args)
+        vg(*args)
+        prog = vg.program(*args)  # the 2nd cached call: compiles, checks and switches
+    assert prog.tier == "numba" and prog.compiled.thread is None
+    fresh = _mlp_args(rng)
+    value, grads = vg(*fresh)
+    _fd_check(mlp, fresh, (0, 1), value, grads, rng)
