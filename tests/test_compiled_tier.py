@@ -522,3 +522,35 @@ def test_a_synchronous_compile_switches_at_the_call_that_reaches_the_count(monke
     fresh = _mlp_args(rng)
     value, grads = vg(*fresh)
     _fd_check(mlp, fresh, (0, 1), value, grads, rng)
+
+
+def test_a_later_process_loads_the_kernels_from_disk(tmp_path):
+    """The disk cache across processes: the second process's program loads its kernels (numba's
+    cache rebuilds them by importing their module) and switches."""
+    script = tmp_path / "hot.py"
+    script.write_text(
+        "import numpy as np, irad\n"
+        "from irad import tiers\n"
+        "irad.config(backend='numba')\n"
+        "def f(x, w):\n"
+        "    return np.sum(np.tanh(x @ w) * 0.5 + (x @ w) ** 2)\n"
+        "x, w = np.linspace(-1, 1, 24).reshape(6, 4), np.linspace(0, 1, 12).reshape(4, 3)\n"
+        "vg = irad.value_and_grad(f, argnums=1)\n"
+        "with tiers.compile_after(2):\n"
+        "    for _ in range(3):\n"
+        "        vg(x, w)\n"
+        "assert tiers.settle(120)\n"
+        "v, g = vg(x, w)\n"
+        "p = vg.program(x, w)\n"
+        "assert p.tier == 'numba', p.compiled\n"
+        "print(p.compiled.from_disk, repr(v))\n")
+    import subprocess
+    import sys
+    env = dict(os.environ, IRAD_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+            for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    first, second = (r.stdout.split() for r in runs)
+    assert first[0] == "False" and second[0] == "True"
+    assert first[1] == second[1]

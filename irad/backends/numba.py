@@ -392,10 +392,20 @@ def load_module(source: str) -> dict[str, Any]:
             ns: dict[str, Any] = {"_CACHE": False}
             exec(compile(source, "<irad kernels>", "exec"), ns)  # noqa: S102 - irad's own text only
             return ns
-        spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        name = "irad_kernels_" + os.path.basename(path)[:-3]
+        mod = sys.modules.get(name)
+        if mod is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None
+            mod = importlib.util.module_from_spec(spec)
+            # NOTE: importable by name: numba's cache rebuilds a kernel's environment by importing
+            # its module; the name is the text's hash, so a module is loaded once per process
+            sys.modules[name] = mod
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException:
+                del sys.modules[name]
+                raise
         return vars(mod)
 
 
