@@ -99,6 +99,17 @@ def cache_root() -> str | None:
     return env or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "irad")
 
 
+def hash_sources(h: Any, directory: str, names: tuple[str, ...]) -> None:
+    """Feed the files ``names`` of ``directory`` to the hash ``h`` (a missing file: its name), so
+    that a disk cache keyed by ``h`` misses once any of them changes."""
+    for name in names:
+        try:
+            with open(os.path.join(directory, name), "rb") as fh:
+                h.update(fh.read())
+        except OSError:
+            h.update(name.encode())
+
+
 class _DiskCache:
     """Instrumented twins of irad's own code (the rule bodies the inline pass traces), kept on disk
     across processes: rewriting a rule body's bytecode costs milliseconds, loading its twin tens
@@ -127,13 +138,7 @@ class _DiskCache:
     @staticmethod
     def _stamp() -> str:
         h = hashlib.sha256(sys.version.encode())
-        here = os.path.dirname(os.path.abspath(__file__))
-        for name in ("instrument.py", "pyver.py", "hooks.py", "intdata.py"):
-            try:
-                with open(os.path.join(here, name), "rb") as fh:
-                    h.update(fh.read())
-            except OSError:
-                h.update(name.encode())
+        hash_sources(h, os.path.dirname(os.path.abspath(__file__)), ("instrument.py", "pyver.py", "hooks.py", "intdata.py"))
         return h.hexdigest()[:20]
 
     def _hooks(self) -> dict[str, Any]:

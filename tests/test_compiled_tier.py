@@ -299,6 +299,16 @@ def test_the_numpy_backend_never_compiles():
     assert prog.upgrade is None and prog.compiled is None and prog.tier == "numpy"
 
 
+def _hot_logged(vg, args, caplog):
+    """``_hot`` with the backend topic logged into ``caplog``."""
+    irad.config(log="backend")
+    try:
+        with caplog.at_level(logging.INFO, logger="irad.backend"):
+            return _hot(vg, args)
+    finally:
+        irad.config(log=None)
+
+
 def _hot(vg, args, calls=4):
     with tiers.compile_after(2):
         for _ in range(calls):
@@ -314,15 +324,10 @@ def test_a_failed_compile_keeps_the_numpy_tier_and_says_why(monkeypatch, caplog)
         raise RuntimeError("no kernels today")
 
     monkeypatch.setattr(compiled, "compile_program", broken)
-    irad.config(log="backend")
     rng = np.random.default_rng(3)
     args = _mlp_args(rng)
     vg = irad.value_and_grad(mlp, argnums=(0, 1))
-    try:
-        with caplog.at_level(logging.INFO, logger="irad.backend"):
-            prog = _hot(vg, args)
-    finally:
-        irad.config(log=None)
+    prog = _hot_logged(vg, args, caplog)
     assert prog.tier == "numpy" and prog.hot is None
     assert "stays on numpy: it did not compile (RuntimeError: no kernels today)" in caplog.text
     fresh = _mlp_args(rng)
@@ -343,14 +348,9 @@ def test_a_compiled_tier_that_disagrees_is_not_used(monkeypatch, caplog):
         return type(low)(low.source, off, low.name), n, disk
 
     monkeypatch.setattr(compiled, "compile_program", wrong)
-    irad.config(log="backend")
     args = _mlp_args(np.random.default_rng(4))
     vg = irad.value_and_grad(mlp, argnums=(0, 1))
-    try:
-        with caplog.at_level(logging.INFO, logger="irad.backend"):
-            prog = _hot(vg, args)
-    finally:
-        irad.config(log=None)
+    prog = _hot_logged(vg, args, caplog)
     assert prog.tier == "numpy"
     assert "stays on numpy: output 0 differs" in caplog.text
     np.testing.assert_allclose(vg(*args)[0], mlp(*args), rtol=1e-13)

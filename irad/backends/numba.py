@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ..instrument import cache_root
+from ..instrument import cache_root, hash_sources
 from ..ir import ArrayT, Const, Graph, Op, ScalarT, Var
 from ..loops import LOOP_PRIM, loop_of
 from ..lower import Lowered, literal, lower
@@ -333,13 +333,7 @@ def _stamp() -> str:
 
 def _stamp_of(numba_version: str, irad_version: str) -> str:
     h = hashlib.sha256(f"{numba_version}|{irad_version}|{sys.version}".encode())
-    here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("vecmath.py", "numba.py"):
-        try:
-            with open(os.path.join(here, name), "rb") as fh:
-                h.update(fh.read())
-        except OSError:
-            h.update(name.encode())
+    hash_sources(h, os.path.dirname(os.path.abspath(__file__)), ("vecmath.py", "numba.py"))
     return h.hexdigest()[:16]
 
 
