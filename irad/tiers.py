@@ -121,6 +121,11 @@ def _step_size(body: Graph) -> int | None:
     return size
 
 
+def _impure(g: Graph) -> bool:
+    """Does ``g`` (or a loop's step in it) call something impure (a print, a user's logger)?"""
+    return any(is_impure_prim(op.prim) or (op.prim == LOOP_PRIM and _impure(loop_of(op).body)) for op in g.ops)
+
+
 def unrolled_size(g: Graph) -> int | None:
     """The ops of ``g`` with its loops written out, when it holds a loop and every loop steps through
     scalar work without impure calls; None otherwise."""
@@ -148,7 +153,7 @@ def countdown(g: Graph, program: Any) -> list[int] | None:
         if size is not None and size <= CONFIG.max_ops:
             program.upgrade = "unrolled"
             return [CONFIG.hot_calls]
-    if backends.CONFIG.compiled_tier():
+    if backends.CONFIG.compiled_tier() and not _impure(g):  # (the switch runs the program twice)
         p = compiled.prospect(g)
         if p is not None:
             program.upgrade = "numba"

@@ -554,3 +554,23 @@ def test_a_later_process_loads_the_kernels_from_disk(tmp_path):
     first, second = (r.stdout.split() for r in runs)
     assert first[0] == "False" and second[0] == "True"
     assert first[1] == second[1]
+
+
+def test_a_program_with_an_impure_call_keeps_the_numpy_tier(capsys):
+    """Its switch would run it twice: each call must print once, as the function does."""
+    def f(x, w):
+        h = np.tanh(x @ w) * 0.5 + 1.0
+        print("called")
+        return np.sum(h * h)
+
+    rng = np.random.default_rng(13)
+    args = (rng.standard_normal((6, 4)), rng.standard_normal((4, 3)))
+    vg = irad.value_and_grad(f, argnums=1)
+    with tiers.compile_after(1):
+        for _ in range(4):
+            vg(*args)
+    assert tiers.settle(120)
+    vg(*args)
+    prog = vg.program(*args)
+    assert prog.upgrade is None and prog.tier == "numpy"
+    assert capsys.readouterr().out.count("called") == 6
