@@ -18,9 +18,10 @@ finite, ``cosh(710.4)`` is finite, ``exp`` of large negatives goes through the s
 to 0). ``sigmoid`` has no numpy counterpart; it is within 4 ulp of the exactly rounded
 ``1 / (1 + exp(-x))`` for all x, large negative included (where that formula in float64 gives 0).
 
-Floating-point flags (which numpy turns into RuntimeWarnings for ufuncs, numba's included): nan
-and +-inf inputs set none, and ordinary inputs set only what numpy's function sets (overflow,
-underflow); but ``log`` and ``log1p`` set no divide-by-zero / invalid flag at 0 / -1 and below,
+Floating-point flags (which numpy turns into RuntimeWarnings for ufuncs, numba's included):
+finite inputs set only what numpy's function sets (overflow, underflow); nan and +-inf inputs
+may set 'invalid' or 'overflow' where numpy sets none (seen with the same numba on Python 3.12:
+tanh, cosh, sigmoid of nan; cosh of +-inf); but ``log`` and ``log1p`` set no divide-by-zero / invalid flag at 0 / -1 and below,
 where numpy warns. LLVM does not promise to keep flags, so this is observed, not guaranteed.
 
 Methods (textbook): ``exp`` by Cody-Waite reduction x = n ln2 + r with |r| <= ln2/2, a Taylor
