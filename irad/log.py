@@ -263,12 +263,13 @@ def unrolled(name: str, ops: int, ms: float, error: BaseException | None = None)
             _emit("trace", f"{name}: hot, but its loops stay: unrolling failed ({type(error).__name__}: {error})")
 
 
-def compiled(name: str, kernels: int, seconds: float, from_disk: bool, why: str | None) -> None:
+def compiled(name: str, kernels: int, seconds: float, from_disk: bool, why: str | None, loops: int = 0) -> None:
     """The compiled tier of a hot program went live (``why`` None), or why it stays on numpy."""
     if CONFIG.backend:
         if why is None:
             where = "loaded from the disk cache" if from_disk else "compiled"
-            _emit("backend", f"{name}: hot: {kernels} numba kernel(s) {where} in {seconds:.2f} s; "
+            what = f"{kernels} numba kernel(s)" + (f" and {loops} loop(s)" if loops else "")
+            _emit("backend", f"{name}: hot: {what} {where} in {seconds:.2f} s; "
                              "the compiled tier runs from now on")
         else:
             _emit("backend", f"{name}: hot, but it stays on numpy: {why}")

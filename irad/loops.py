@@ -319,25 +319,27 @@ def for_reverse_mode(g: Graph, values: dict[int, Any] | None = None) -> Graph:
     return g
 
 
-def reroll(g: Graph, values: dict[int, Any] | None = None) -> Graph:
+def reroll(g: Graph, values: dict[int, Any] | None = None, min_ops: int | None = None) -> Graph:
     """Replace each run of identical loop iterations in ``g`` by one ``irad.loop`` op.
 
     ``values`` (the trace's values, Var id -> value) gets the values of the Vars made here outside
-    the loops, so that reverse mode can run on the new graph (a body's values are its own).  Returns ``g`` itself when nothing re-rolls.
+    the loops, so that reverse mode can run on the new graph (a body's values are its own).
+    ``min_ops``: the fewest ops a run must cover (``CONFIG.min_ops`` when None).  Returns ``g``
+    itself when nothing re-rolls.
     """
     ids = _Ids(g)
     ops = g.ops
     out_ids = {o.id for o in g.outputs if isinstance(o, Var)}
-    new = _reroll_ops(list(ops), out_ids, ids, values, g.name)
+    new = _reroll_ops(list(ops), out_ids, ids, values, g.name, CONFIG.min_ops if min_ops is None else min_ops)
     if new is None:
         return g
     return g.replace(ops=tuple(new), provenance=g.provenance + ("reroll",))
 
 
 def _reroll_ops(ops: list[Op], out_ids: set[int], ids: _Ids, values: dict[int, Any] | None,
-                name: str) -> list[Op] | None:
+                name: str, min_ops: int) -> list[Op] | None:
     n = len(ops)
-    if n < CONFIG.min_ops:
+    if n < min_ops:
         return None
     table: dict[Any, int] = {}  # each signature once, as a small int: runs compare lists of ints
     sig = [table.setdefault(signature(op), len(table)) for op in ops]
@@ -358,14 +360,14 @@ def _reroll_ops(ops: list[Op], out_ids: set[int], ids: _Ids, values: dict[int, A
             k = 1
             while i + (k + 1) * p <= n and sig[i + k * p: i + (k + 1) * p] == sig[i: i + p]:
                 k += 1
-            if k >= MIN_TRIPS and k * p >= CONFIG.min_ops and (best is None or k * p > best[1] * best[0]):
+            if k >= MIN_TRIPS and k * p >= min_ops and (best is None or k * p > best[1] * best[0]):
                 best = (p, k)
             j, tries = nxt[j], tries + 1
         if best is not None:
             p, k = best
             made = None
-            while k >= MIN_TRIPS and k * p >= CONFIG.min_ops and made is None:
-                made = _plan(ops, i, p, k, out_ids, readers_after, ids, values, f"{name}_loop")
+            while k >= MIN_TRIPS and k * p >= min_ops and made is None:
+                made = _plan(ops, i, p, k, out_ids, readers_after, ids, values, f"{name}_loop", min_ops)
                 if made is None:
                     k -= 1  # a later iteration may read further back (a first value kept): try fewer
             if made is not None:
@@ -393,7 +395,7 @@ def _slot_ok(t: Any) -> bool:
 
 
 def _plan(ops: list[Op], a: int, p: int, k: int, out_ids: set[int], readers: dict[int, int], ids: _Ids,
-          values: dict[int, Any] | None, name: str) -> list[Op] | None:
+          values: dict[int, Any] | None, name: str, min_ops: int) -> list[Op] | None:
     """The ops that replace ``ops[a : a + k*p]`` (k blocks of p ops) by a loop, or None."""
     end = a + k * p
     block = [ops[a + b * p: a + (b + 1) * p] for b in range(k)]
@@ -510,7 +512,7 @@ def _plan(ops: list[Op], a: int, p: int, k: int, out_ids: set[int], readers: dic
     body_in = [carry_vars[c] for c in carry_keys] + [bv for _, bv in invs.values()] + [xv for _, _, xv in xs]
     body_out = [inner(block[0][r].outs[q]) for r, q in carry_keys] + [inner(block[0][r].outs[q]) for r, q in ys]
     body = Graph(name, tuple(body_in), tuple(body_ops), tuple(body_out))
-    inner_ops = _reroll_ops(list(body.ops), {o.id for o in body_out if isinstance(o, Var)}, ids, None, name)
+    inner_ops = _reroll_ops(list(body.ops), {o.id for o in body_out if isinstance(o, Var)}, ids, None, name, min_ops)
     if inner_ops is not None:
         body = body.replace(ops=tuple(inner_ops))
     loop = Loop(body, k, len(carry_keys), len(invs), tuple(kd for kd, _, _ in xs), ("each",) * len(ys))

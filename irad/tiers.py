@@ -39,7 +39,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from . import backends, log, passes
-from .backends import numba as compiled
+from .backends import tier as compiled
 from .effects import is_impure_prim
 from .errors import GuardError
 from .ir import ArrayT, Graph, ScalarT
@@ -181,6 +181,7 @@ class Compile:
     result: Lowered | None = None
     error: BaseException | None = None
     kernels: int = 0
+    loops: int = 0  # loops compiled whole
     from_disk: bool = False
     seconds: float = 0.0
 
@@ -201,7 +202,8 @@ def settle(timeout: float | None = None) -> bool:
 def _build(program: Any, job: Compile) -> None:
     t = time.perf_counter()
     try:
-        job.result, job.kernels, job.from_disk = compiled.compile_program(program.graph, f"{program.fn.__name__}_compiled")
+        made = compiled.compile_program(program.graph, f"{program.fn.__name__}_compiled")
+        job.result, job.kernels, job.loops, job.from_disk = made.lowered, made.kernels, made.loops, made.from_disk
     except Exception as e:  # NOTE: the numpy tier is right: a call never fails for want of the compiled one
         job.error = e
     job.seconds = time.perf_counter() - t
@@ -260,7 +262,7 @@ def _switch(program: Any, job: Compile, leaves: Sequence[Any]) -> None:
         program._entry = None  # the entry holds the old function: built again on the next cached run
     else:
         job.counter[0] = _NEVER
-    log.compiled(program.name, job.kernels, job.seconds, job.from_disk, why)
+    log.compiled(program.name, job.kernels, job.seconds, job.from_disk, why, job.loops)
 
 
 def promote(program: Any, leaves: Sequence[Any] = ()) -> None:

@@ -5,6 +5,7 @@ compile, failures and disagreements keep the numpy tier (logged), the disk cache
 kernels' source and the versions, and calls from other threads during the switch stay right."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -17,6 +18,7 @@ pytest.importorskip("numba")  # the `fast` extra (the test extra installs it)
 import irad  # noqa: E402 - after the importorskip: without numba there is no compiled tier to test
 from irad import backends, tiers  # noqa: E402
 from irad.backends import numba as compiled  # noqa: E402
+from irad.backends import tier  # noqa: E402
 from irad.errors import ConfigError  # noqa: E402
 from irad.pytree import flatten  # noqa: E402
 from irad.testing import inner, perturb, random_like  # noqa: E402
@@ -55,7 +57,8 @@ def _ulps(got, want):
 def _kernel_program(f, *args):
     g = irad.trace(f, *args)
     assert compiled.has_kernels(g), "nothing fused"
-    low, n, _ = compiled.compile_program(g, "kernels")
+    made = tier.compile_program(g, "kernels")
+    low, n = made.lowered, made.kernels
     assert n >= 1
     return low
 
@@ -177,8 +180,8 @@ def test_corpus_on_the_compiled_tier(case):
     vg = irad.value_and_grad(case.fn, argnums=case.argnums)
     with tiers.compile_after(1):
         vg(*args)
-    prog = vg.program(*args)  # the first cached call: the compile starts (where there is something to fuse)
-    if not compiled.has_kernels(prog.graph):
+    prog = vg.program(*args)  # the first cached call: the compile starts (where there is something to compile)
+    if tier.prospect(prog.graph) is None:
         assert prog.upgrade != "numba" and prog.compiled is None
         return
     numpy_fn = prog.fn
@@ -224,7 +227,8 @@ def test_rule_programs_on_the_compiled_tier(fn, args, kwargs, nums):
     if not compiled.has_kernels(prog.graph):
         assert prog.compiled is None
         return
-    low, n, _ = compiled.compile_program(prog.graph, "rule")
+    made = tier.compile_program(prog.graph, "rule")
+    low, n = made.lowered, made.kernels
     assert n >= 1
     leaves = flatten(args)[0]
     xs = leaves if prog.dyn_pos is None else [leaves[i] for i in prog.dyn_pos]
@@ -323,7 +327,7 @@ def test_a_failed_compile_keeps_the_numpy_tier_and_says_why(monkeypatch, caplog)
     def broken(g, name):
         raise RuntimeError("no kernels today")
 
-    monkeypatch.setattr(compiled, "compile_program", broken)
+    monkeypatch.setattr(tier, "compile_program", broken)
     rng = np.random.default_rng(3)
     args = _mlp_args(rng)
     vg = irad.value_and_grad(mlp, argnums=(0, 1))
@@ -336,18 +340,19 @@ def test_a_failed_compile_keeps_the_numpy_tier_and_says_why(monkeypatch, caplog)
 
 
 def test_a_compiled_tier_that_disagrees_is_not_used(monkeypatch, caplog):
-    real = compiled.compile_program
+    real = tier.compile_program
 
     def wrong(g, name):
-        low, n, disk = real(g, name)
+        made = real(g, name)
+        low = made.lowered
         fn = low.fn
 
         def off(*xs):
             out = fn(*xs)
             return (out[0] * (1 + 1e-6),) + tuple(out[1:])
-        return type(low)(low.source, off, low.name), n, disk
+        return dataclasses.replace(made, lowered=type(low)(low.source, off, low.name))
 
-    monkeypatch.setattr(compiled, "compile_program", wrong)
+    monkeypatch.setattr(tier, "compile_program", wrong)
     args = _mlp_args(np.random.default_rng(4))
     vg = irad.value_and_grad(mlp, argnums=(0, 1))
     prog = _hot_logged(vg, args, caplog)
