@@ -276,7 +276,7 @@ class LoopSpec:
     consts: tuple[Const, ...]
 
 
-def loop_spec(loop: Loop, name: str = "loop") -> LoopSpec:
+def loop_spec(loop: Loop, name: str = "compiled_loop") -> LoopSpec:
     """The module that compiles ``loop`` as one function ``name(carry..., invariant..., xs...,
     constants...) -> (carry..., stacked ys...)`` (``each`` xs passed stacked)."""
     body = loop.body
@@ -318,7 +318,7 @@ def loop_spec(loop: Loop, name: str = "loop") -> LoopSpec:
         names[op.outs[0].id] = f"v{k}"
         step.append(f"v{k} = {e}")
     outs = [text(o) for o in body.outputs]
-    lines = [f"def {name}_py({', '.join(params)}):"]
+    lines = [f"def {name}({', '.join(params)}):"]
     for j in range(nc):  # NOTE: a copy: the carry's own C-ordered array, whatever layout came in
         lines.append(f"    c{j} = c{j}_.copy()" if _float_array(body.inputs[j].type) else f"    c{j} = c{j}_")
     for j in range(nc, len(body.inputs)):  # NOTE: C order: the step's products then run on unit strides
@@ -344,7 +344,7 @@ def loop_spec(loop: Loop, name: str = "loop") -> LoopSpec:
     head = ("# irad compiled tier: one loop compiled (irad.backends.compiled_loops)\n"
             "import numpy as np\nfrom numba import njit, types as nt\nfrom irad.backends import vecmath as vm\n")
     src = (head + _HELPERS + "\n\n" + "\n".join(lines) + "\n\n\n"
-           f"{name} = njit(({', '.join(sig)},), cache=_CACHE, error_model=\"numpy\")({name}_py)\n")
+           f"{name} = njit(({', '.join(sig)},), cache=_CACHE, error_model=\"numpy\")({name})\n")
     return LoopSpec(name, src, tuple(consts))
 
 
