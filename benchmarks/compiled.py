@@ -61,7 +61,7 @@ def measure(names: tuple[str, ...] = ARRAY_WORKLOADS, rounds: int = 7, budget: f
         fast(*args)  # the switch
         irad.config(backend=was)
         job = prog.compiled
-        row: dict[str, Any] = {"name": w.name, "tier": prog.tier, "kernels": job.kernels if job else 0,
+        row: dict[str, Any] = {"name": w.name, "tier": prog.tier, "kernels": job.kernels if job else 0, "loops": job.loops if job else 0,
                                "compile_s": job.seconds if job else 0.0, "from_disk": bool(job and job.from_disk),
                                "switch_at": tiers.calls_before_compiling(prog.graph)}
         calls = {"hand": lambda: w.hand(*args), "numpy tier": lambda: plain(*args), "compiled tier": lambda: fast(*args)}
@@ -85,18 +85,18 @@ def measure(names: tuple[str, ...] = ARRAY_WORKLOADS, rounds: int = 7, budget: f
 
 
 def section(rows: list[dict[str, Any]]) -> str:
-    L = ["<!-- compiled -->", "## The compiled tier (`irad.backends.numba`), session 14", "",
+    L = ["<!-- compiled -->", "## The compiled tier (`irad.backends`), sessions 14-15", "",
          "Written by `python -m benchmarks.compiled --markdown docs/benchmarks.md`: ratio of a call to the "
          "hand-written gradient (interleaved, median of 7 rounds), the compile (numba kernels for the "
-         "program's elementwise chains, in a background thread), and the cached call at which the default "
-         "estimate starts it.", "",
-         "| workload | numpy tier | compiled tier | JAX jit | hand-written call | kernels | compile | from disk | compile starts at call |",
-         "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+         "program's elementwise chains and its loops compiled whole, in a background thread), and the cached "
+         "call at which the default estimate starts it.", "",
+         "| workload | numpy tier | compiled tier | JAX jit | hand-written call | kernels | loops | compile | from disk | compile starts at call |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for r in rows:
         jax = r["ratio"].get("jax")
         L.append(f"| {r['name']} | {r['ratio']['numpy tier']:.2f} | {r['ratio']['compiled tier']:.2f}"
                  f"{'' if r['tier'] == 'numba' else ' (stayed numpy)'} | {'—' if jax is None else f'{jax:.2f}'} | "
-                 f"{r['us']['hand']:.1f} µs | {r['kernels']} | {r['compile_s']:.2f} s | "
+                 f"{r['us']['hand']:.1f} µs | {r['kernels']} | {r['loops']} | {r['compile_s']:.2f} s | "
                  f"{'yes' if r['from_disk'] else 'no'} | {r['switch_at']} |")
     L += ["<!-- /compiled -->"]
     return "\n".join(L)

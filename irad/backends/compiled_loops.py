@@ -23,6 +23,7 @@ numbers irad spells, no user text.
 """
 from __future__ import annotations
 
+import math
 import operator
 import os
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ LOOP_CALL = "irad.backends.numba.loop"
 MIN_OPS = 12
 #: matrix products of at most this many multiply-adds are explicit loops; bigger ones call BLAS
 SMALL_MATMUL = 1 << 15
+#: a loop is compiled only if every value of its step has at most this many elements: what a compiled
+#: loop saves is numpy's ~1 µs per call, and on bigger arrays numpy's own SIMD loops (sin, exp, ... on
+#: AVX-512) outrun numba's (the `chain` workload: 5*10^4 elements, 1.3x slower compiled)
+MAX_ELEMENTS = 4096
 
 _MATMUL = ("operator.matmul", "numpy.matmul", "numpy.dot")
 _ELEMENTWISE_CALLS = {
@@ -139,6 +144,10 @@ def _inner_ok(t: Any) -> bool:
     return (isinstance(t, ArrayT) and t.dtype in ("float64", "bool")) or t in (ScalarT("float"), ScalarT("bool"))
 
 
+def _size(t: Any) -> int:
+    return math.prod(t.shape) if isinstance(t, ArrayT) else 1
+
+
 def _axes(op: Op) -> tuple[int, ...] | None | bool:
     """A reduction's axes (None: all), or False when its keywords are not just a constant ``axis``."""
     kws = {k: v for k, v in op.kwargs if not k.startswith("_")}
@@ -225,8 +234,12 @@ def _step_ok(loop: Loop) -> bool:
     """Can the step of ``loop`` be written as numba code (every op in the table, every value a
     float64/bool array or a number)?"""
     body = loop.body
+    if any(_size(v.type) > MAX_ELEMENTS for v in body.inputs):
+        return False
     for op in body.ops:
         if op.unpack or len(op.outs) != 1 or not _inner_ok(op.outs[0].type):
+            return False
+        if _size(op.outs[0].type) > MAX_ELEMENTS:
             return False
         if any(not isinstance(a, (Var, Const)) for a in op.args):
             return False

@@ -57,8 +57,9 @@ class Prospect:
 
     def compile_s(self) -> float:
         """A rough compile time: numba's import once per process, ~0.15 s per kernel (~0.08 s from
-        disk: numba's cache still builds each ufunc's wrapper), ~0.6 s per loop (~0.02 s from disk)."""
-        per_kernel, per_loop = (0.08, 0.02) if self.on_disk else (0.15, 0.6)
+        disk: numba's cache still builds each ufunc's wrapper), ~4 s per loop (measured 3-7 s: numba
+        compiles its array code slowly; ~0.05 s from disk)."""
+        per_kernel, per_loop = (0.08, 0.05) if self.on_disk else (0.15, 4.0)
         return (0.0 if "numba" in sys.modules else 0.5) + per_kernel * self.kernels + per_loop * self.loops
 
 
