@@ -592,12 +592,18 @@ def unroll(g: Graph, keep: Callable[[Op], bool] | None = None) -> Graph:
     top-level loop op for which ``keep(op)`` is true stays a loop."""
     if not any(op.prim == LOOP_PRIM and (keep is None or not keep(op)) for op in g.ops):
         return g
-    ids = _Ids(g)
-    ids.next = max(ids.next, _max_id(g) + 1)
+    ids = fresh_ids(g)
     env: dict[int, Any] = {}
     ops = list(_unrolled(list(g.ops), ids, env, keep=keep))
     outs = tuple(map_atoms(o, lambda a: env.get(a.id, a) if isinstance(a, Var) else a) for o in g.outputs)
     return g.replace(ops=tuple(ops), outputs=outs)
+
+
+def fresh_ids(g: Graph) -> _Ids:
+    """A source of new Vars for ``g``: ids above every id in it, its loops' steps included."""
+    ids = _Ids(g)
+    ids.next = max(ids.next, _max_id(g) + 1)
+    return ids
 
 
 def _max_id(g: Graph) -> int:

@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..ir import ArrayT, Const, Graph, Op, ScalarT, Var, typeof
-from ..loops import LOOP_PRIM, Loop, loop_of, reroll, unroll
+from ..loops import LOOP_PRIM, Loop, fresh_ids, loop_of, reroll, unroll
 from .numba import _BINARY, _COMPARE, TRANSCENDENTAL, _spell, cached_path, load_module
 
 LOOP_CALL = "irad.backends.numba.loop"
@@ -299,12 +299,9 @@ def loop_spec(loop: Loop, name: str = "compiled_loop") -> LoopSpec:
     for j, v in enumerate(body.inputs):
         role = "c" if j < nc else "p" if j < nc + ni else "x"
         names[v.id] = f"{role}{j}"
-        if role == "x":
-            kind = loop.xs_kinds[j - nc - ni]
-            row_t = v.type
-            stacked = ArrayT("float64", (loop.n,) + (() if _float_scalar(row_t) else tuple(row_t.shape)))
+        if role == "x":  # (an `each` x comes stacked, as a `stack` x does)
             params.append(f"s{j}_")
-            sig.append(_numba_type(stacked) if kind == "each" else _numba_type(_stack_type(v.type, loop.n)))
+            sig.append(_numba_type(_stack_type(v.type, loop.n)))
         else:
             params.append(f"{role}{j}_" if role == "c" or _is_array(v.type) else f"{role}{j}")
             sig.append(_numba_type(v.type))
@@ -379,14 +376,6 @@ def _fresh(body: Graph, out: Any) -> bool:
     return False
 
 
-def compile_loop(loop: Loop) -> tuple[Callable[..., Any], LoopSpec]:
-    """``loop`` compiled (from the disk cache when it was compiled before); raises what numba
-    raises when it does not compile."""
-    spec = loop_spec(loop)
-    ns = load_module(spec.source)
-    return ns[spec.name], spec
-
-
 # ---- the graph ----------------------------------------------------------------------------
 
 def prepare(g: Graph) -> Graph:
@@ -406,23 +395,6 @@ def prepare(g: Graph) -> Graph:
     return unroll(r, keep=keep)
 
 
-@dataclass
-class _Ids:
-    next: int
-
-    def var(self, t: Any, hint: str = "") -> Var:
-        self.next += 1
-        return Var(self.next, t, hint)
-
-
-def _max_id(g: Graph) -> int:
-    m = max([v.id for v in g.inputs] + [o.id for op in g.ops for o in op.outs] + [0])
-    for op in g.ops:
-        if op.prim == LOOP_PRIM:
-            m = max(m, _max_id(loop_of(op).body))
-    return m
-
-
 def _row_run(atoms: Sequence[Any], rows: dict[int, tuple[Var, int]]) -> tuple[Var, int, int] | None:
     """(stacked array, first row, step) when ``atoms`` are consecutive rows (step ±1) of one
     compiled loop's stacked output."""
@@ -439,9 +411,12 @@ def _row_run(atoms: Sequence[Any], rows: dict[int, tuple[Var, int]]) -> tuple[Va
     return src, first, step
 
 
-def _slice(first: int, step: int, n: int, total: int) -> slice:
-    stop = first + n * step
-    return slice(first, None if stop < 0 else stop, step) if step < 0 else slice(first, stop, None)
+def _slice(first: int, step: int, n: int) -> slice:
+    """The ``n`` rows from ``first`` by ``step`` (±1) as a slice."""
+    if step > 0:
+        return slice(first, first + n)
+    stop = first - n
+    return slice(first, None if stop < 0 else stop, -1)
 
 
 def use_compiled_loops(g: Graph, fns: dict[int, tuple[Callable[..., Any] | None, LoopSpec]]) -> Graph:
@@ -449,7 +424,7 @@ def use_compiled_loops(g: Graph, fns: dict[int, tuple[Callable[..., Any] | None,
     functions, and the rows of stacked outputs bound where something reads them."""
     if not fns:
         return g
-    ids = _Ids(_max_id(g))
+    ids = fresh_ids(g)
     rows: dict[int, tuple[Var, int]] = {}  # a per-iteration value's id -> (its stacked array, row)
     ops: list[Op] = []
     made_rows: list[int] = []  # indices in ops of the row bindings (dropped when nothing reads them)
@@ -472,8 +447,7 @@ def use_compiled_loops(g: Graph, fns: dict[int, tuple[Callable[..., Any] | None,
             s = ids.var(st, "rows")
             if run is not None:
                 src, first, step = run
-                total = src.type.shape[0]
-                sl = _slice(first, step, loop.n, total)
+                sl = _slice(first, step, loop.n)
                 ops.append(Op("operator.getitem", (src, Const(sl, typeof(sl))), (), (s,), fn=operator.getitem, loc=op.loc))
             else:
                 ops.append(Op("numpy.stack", (tuple(x),), (), (s,), fn=np.stack, loc=op.loc))

@@ -49,7 +49,7 @@ import numpy as np
 from ..instrument import cache_root, hash_sources
 from ..ir import ArrayT, Const, Graph, Op, ScalarT, Var
 from ..loops import LOOP_PRIM, loop_of
-from ..lower import Lowered, literal, lower
+from ..lower import literal
 
 #: prim -> how its result is written in a kernel from its operands' texts
 _BINARY = {"operator.add": "+", "numpy.add": "+", "operator.sub": "-", "numpy.subtract": "-",
