@@ -229,3 +229,15 @@ def test_the_prospect_counts_the_loops_and_finds_them_on_disk():
     tier.compile_program(g, "rnn_compiled")
     after = tier.prospect(g)
     assert after.on_disk and after.loops == 2 and after.compile_s() < before.compile_s()
+
+
+def test_the_log_says_how_many_loops_were_compiled(caplog):
+    import logging
+
+    irad.config(log="backend")
+    try:
+        with caplog.at_level(logging.INFO, logger="irad.backend"):
+            _switched(rnn, _rnn_args(np.random.default_rng(6)), (0, 1))
+    finally:
+        irad.config(log=None)
+    assert "and 2 loop(s)" in caplog.text and "the compiled tier runs from now on" in caplog.text
