@@ -11,7 +11,8 @@ import irad  # noqa: E402 - after the importorskip: without numba there is no co
 from irad import loops, tiers  # noqa: E402
 from irad.backends import compiled_loops, tier  # noqa: E402
 from irad.pytree import flatten  # noqa: E402
-from irad.testing import inner, perturb, random_like  # noqa: E402
+
+from test_compiled_tier import _fd_check  # noqa: E402 - (the compiled tier's FD check: <grad, v> along a random v)
 
 
 @pytest.fixture(scope="module")
@@ -89,19 +90,6 @@ CASES = {
                (0, 1)),
     "captured": (captured, lambda rng: (rng.normal(scale=0.3, size=6),), (0,)),
 }
-
-
-def _fd_check(f, args, argnums, value, grads, rng):
-    eps = 1e-6
-    vs = [random_like(args[a], rng) for a in argnums]
-    plus, minus = list(args), list(args)
-    for a, v in zip(argnums, vs):
-        plus[a] = perturb(args[a], eps, v)
-        minus[a] = perturb(args[a], -eps, v)
-    fd = (f(*plus) - f(*minus)) / (2 * eps)
-    got = sum(inner(g, v) for g, v in zip(grads, vs))
-    assert abs(got - fd) <= 1e-6 * max(1.0, abs(fd)), (got, fd)
-    assert np.allclose(value, f(*args), rtol=1e-12, atol=1e-12)
 
 
 def _switched(f, args, argnums):
