@@ -97,6 +97,36 @@ def _vm(x, b):
 
 
 @njit(cache=_CACHE, error_model="numpy")
+def _sum0(a):
+    m, n = a.shape
+    out = np.zeros(n)
+    for i in range(m):
+        for j in range(n):
+            out[j] += a[i, j]
+    return out
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def _sum1(a):
+    m, n = a.shape
+    out = np.zeros(m)
+    for i in range(m):
+        s = 0.0
+        for j in range(n):
+            s += a[i, j]
+        out[i] = s
+    return out
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def _put(y, i, v):
+    c = np.ascontiguousarray(v)
+    row, flat = y[i].reshape(c.size), c.reshape(c.size)
+    for e in range(c.size):
+        row[e] = flat[e]
+
+
+@njit(cache=_CACHE, error_model="numpy")
 def _vv(x, y):
     s = 0.0
     for p in range(x.shape[0]):
@@ -221,8 +251,13 @@ def _expr(op: Op, x: list[str]) -> str | None:
         if axes is None:
             return f"np.sum({x[0]})"
         rank = _rank(op.args[0]) or 0
+        axes = tuple(sorted({a % rank for a in axes})) if rank else ()
+        if axes == tuple(range(rank)):
+            return f"np.sum({x[0]})"
+        if rank == 2:  # NOTE: explicit loops: numba takes ~2.5 s to compile its np.sum with an axis
+            return f"_sum{axes[0]}({x[0]})"
         text = x[0]
-        for ax in sorted({a % rank for a in axes} if rank else (), reverse=True):
+        for ax in reversed(axes):
             text = f"np.sum({text}, axis={ax})"
         return text
     if p in _MEAN and n == 1 and not any(not k.startswith("_") for k, _ in op.kwargs):
@@ -343,8 +378,8 @@ def loop_spec(loop: Loop, name: str = "compiled_loop") -> LoopSpec:
     for j in range(nc + ni, len(body.inputs)):
         lines.append(f"        x{j} = s{j}[i]")
     lines.extend("        " + s for s in step)
-    for q, o in enumerate(outs[nc:]):
-        lines.append(f"        y{q}[i] = {o}")
+    for q, o in enumerate(outs[nc:]):  # NOTE: not `y[i] = o`: numba takes ~3 s to compile that setitem
+        lines.append(f"        _put(y{q}, i, {o})")
     if nc:
         new = [o if not _float_array(body.inputs[j].type) or _fresh(body, body.outputs[j]) else f"{o}.copy()"
                for j, o in enumerate(outs[:nc])]
