@@ -229,3 +229,27 @@ def test_the_log_says_how_many_loops_were_compiled(caplog):
     finally:
         irad.config(log=None)
     assert "and 2 loop(s)" in caplog.text and "the compiled tier runs from now on" in caplog.text
+
+
+def test_a_graph_with_a_loop_and_a_short_run_gets_both_compiled():
+    """A loop re-rolled while tracing and a short run the compiled tier re-rolls, in one program:
+    both compiled, right on the calls after the switch."""
+    def two_loops(h, w):
+        for _ in range(120):  # (re-rolled while tracing: over 400 ops)
+            h = np.tanh(h * w + 0.5) * 0.9 + h * 0.1
+        for _ in range(5):  # (short: re-rolled by the compiled tier only)
+            h = np.sin(h) * w + h
+        return np.sum(h * h)
+
+    rng = np.random.default_rng(8)
+    args = (rng.normal(size=4), rng.uniform(0.5, 1.0, size=4))
+    g = _joint(two_loops, *args)
+    assert any(op.prim == loops.LOOP_PRIM for op in g.ops)
+    prepared = compiled_loops.prepare(g)
+    assert sum(op.prim == loops.LOOP_PRIM for op in prepared.ops) > sum(op.prim == loops.LOOP_PRIM for op in g.ops)
+    vg, prog = _switched(two_loops, args, (0, 1))
+    assert prog.tier == "numba" and prog.compiled.loops >= 3
+    for _ in range(2):
+        fresh = (rng.normal(size=4), rng.uniform(0.5, 1.0, size=4))
+        value, grads = vg(*fresh)
+        _fd_check(two_loops, fresh, (0, 1), value, grads, rng)
