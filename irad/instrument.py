@@ -18,9 +18,10 @@ import tempfile
 import threading
 import types
 import weakref
-from typing import Any
+from typing import Any, cast
 
-from bytecode import Bytecode, Instr, Label, TryBegin
+from bytecode import Bytecode, Instr, Label
+from bytecode.instr import TryBegin  # the class `bytecode` re-exports without listing it in __all__
 
 from . import hooks, intdata, pyver
 from .errors import UnsupportedError
@@ -277,7 +278,7 @@ def _hookable_calls(instrs: list[Any]) -> set[int]:
         if ins.has_jump():
             jumped = list(state)
             _apply(ins, jumped, True, hookable, i)
-            at_label.setdefault(ins.arg, jumped)
+            at_label.setdefault(cast(Label, ins.arg), jumped)  # a jump's argument is its target
         _apply(ins, state, False, hookable, i)
         if name in _FINAL or ins.is_uncond_jump():
             state = None
@@ -298,12 +299,13 @@ def _apply(ins: Instr, st: list[str], jump: bool, hookable: set[int], index: int
         st.extend(pyver.method_load_tags())
         return
     if name == "SWAP":
-        k = ins.arg
+        k = cast(int, ins.arg)
         if len(st) >= k:
             st[-1], st[-k] = st[-k], st[-1]
         return
     if name == "COPY":
-        st.append(st[-ins.arg] if len(st) >= ins.arg else pyver.OTHER)
+        c = cast(int, ins.arg)
+        st.append(st[-c] if len(st) >= c else pyver.OTHER)
         return
     nd = pyver.call_null_depth(ins)
     if nd is not None:
@@ -337,16 +339,17 @@ def _rewrite(bc: Bytecode) -> Bytecode:
             out.append(ins)
             continue
         name, arg, loc = ins.name, ins.arg, ins.location
+        iarg = cast(int, arg)  # read only by the opcodes below whose argument is a number (int or IntEnum)
         if name == "LOAD_CONST" and isinstance(arg, types.CodeType):
             out.append(Instr("LOAD_CONST", instrument_code(arg), location=loc))
         elif name == "KW_NAMES":
             if _next_call_hookable(instrs, i, hookable):
-                kwnames = arg
+                kwnames = cast("tuple[str, ...]", arg)
             else:
                 out.append(ins)
         elif name == "LOAD_CONST" and pyver.PY313 and i + 1 < n and isinstance(instrs[i + 1], Instr) \
-                and instrs[i + 1].name == "CALL_KW" and (i + 1) in hookable:
-            kwnames = arg
+                and cast(Instr, instrs[i + 1]).name == "CALL_KW" and (i + 1) in hookable:
+            kwnames = cast("tuple[str, ...]", arg)
         elif name == "PRECALL":
             if i in hookable:
                 hook_next_call = True
@@ -354,23 +357,23 @@ def _rewrite(bc: Bytecode) -> Bytecode:
                 out.append(ins)
         elif name in ("CALL", "CALL_KW"):
             if hook_next_call or i in hookable:
-                out += pyver.call_with_hook(hooks.h_call, arg, kwnames, loc)
+                out += pyver.call_with_hook(hooks.h_call, iarg, kwnames, loc)
                 hook_next_call, kwnames = False, None
             else:
                 out.append(ins)
         elif name == "CALL_FUNCTION_EX":
             if i in hookable:
-                out += pyver.call_ex_with_hook(hooks.h_call_ex, bool(arg & 1), loc)
+                out += pyver.call_ex_with_hook(hooks.h_call_ex, bool(iarg & 1), loc)
             else:
                 out.append(ins)
         elif name == "BINARY_OP":
-            out += pyver.hook(hooks.h_binop, 2, (int(arg),), loc)
+            out += pyver.hook(hooks.h_binop, 2, (int(iarg),), loc)
         elif name == "COMPARE_OP":
-            out += pyver.hook(hooks.h_compare, 2, (int(arg),), loc)
+            out += pyver.hook(hooks.h_compare, 2, (int(iarg),), loc)
         elif name == "CONTAINS_OP":
-            out += pyver.hook(hooks.h_contains, 2, (int(arg),), loc)
+            out += pyver.hook(hooks.h_contains, 2, (int(iarg),), loc)
         elif name == "IS_OP" and not _against_non_int_constant(instrs, i):
-            out += pyver.hook(intdata.h_is, 2, (int(arg),), loc)
+            out += pyver.hook(intdata.h_is, 2, (int(iarg),), loc)
         elif name == "BINARY_SUBSCR":
             out += pyver.hook(hooks.h_getitem, 2, (), loc)
         elif name == "BINARY_SLICE":
@@ -381,25 +384,25 @@ def _rewrite(bc: Bytecode) -> Bytecode:
             out += pyver.hook(hooks.h_store_slice, 4, (), loc) + [Instr("POP_TOP", location=loc)]
         elif name in pyver.UNARY_OPS:
             out += pyver.hook(hooks.h_unary, 1, (name,), loc)
-        elif name == "CALL_INTRINSIC_1" and int(arg) == pyver.INTRINSIC_UNARY_POSITIVE:
+        elif name == "CALL_INTRINSIC_1" and int(iarg) == pyver.INTRINSIC_UNARY_POSITIVE:
             out += pyver.hook(hooks.h_unary, 1, ("UNARY_POSITIVE",), loc)
         elif name in pyver.TRUTH_TESTS:
             out += pyver.hook(hooks.h_truth, 1, (int(name in pyver.TRUTH_KEEPS_VALUE),), loc) + [ins]
         elif name in ("GET_ITER", "GET_YIELD_FROM_ITER", "LIST_EXTEND"):
             out += pyver.hook(hooks.h_iter, 1, (), loc) + [ins]
         elif name == "SET_UPDATE":  # the set (arg + 1 deep, below the iterable) sees the items that go in
-            out += pyver.hook(hooks.h_iter, 1, (), loc) + _hash_add(int(arg) + 1, 2, loc) + [ins]
+            out += pyver.hook(hooks.h_iter, 1, (), loc) + _hash_add(int(iarg) + 1, 2, loc) + [ins]
         elif name == "DICT_UPDATE":
-            out += _hash_add(int(arg) + 1, 2, loc) + [ins]
+            out += _hash_add(int(iarg) + 1, 2, loc) + [ins]
         elif name == "SET_ADD":
-            out += _hash_add(int(arg) + 1, 1, loc) + [ins]
+            out += _hash_add(int(iarg) + 1, 1, loc) + [ins]
         elif name == "MAP_ADD":  # stack: ..., the dict (arg + 2 deep), ..., key, value
-            out += [Instr("COPY", int(arg) + 2, location=loc), Instr("COPY", 3, location=loc)] + \
+            out += [Instr("COPY", int(iarg) + 2, location=loc), Instr("COPY", 3, location=loc)] + \
                 pyver.hook(hooks.h_hash_add, 2, (1,), loc) + [Instr("POP_TOP", location=loc), ins]
-        elif name == "BUILD_MAP" and int(arg) > 0:
-            out += [Instr("BUILD_TUPLE", 2 * int(arg), location=loc)] + pyver.hook(hooks.h_build_map, 1, (), loc)
-        elif name == "BUILD_SET" and int(arg) > 0:
-            out += [Instr("BUILD_TUPLE", int(arg), location=loc)] + pyver.hook(hooks.h_build_set, 1, (), loc)
+        elif name == "BUILD_MAP" and int(iarg) > 0:
+            out += [Instr("BUILD_TUPLE", 2 * int(iarg), location=loc)] + pyver.hook(hooks.h_build_map, 1, (), loc)
+        elif name == "BUILD_SET" and int(iarg) > 0:
+            out += [Instr("BUILD_TUPLE", int(iarg), location=loc)] + pyver.hook(hooks.h_build_set, 1, (), loc)
         elif name == "DELETE_SUBSCR":
             out += pyver.hook(hooks.h_delitem, 2, (), loc) + [Instr("POP_TOP", location=loc)]
         elif name == "STORE_ATTR":
@@ -407,19 +410,19 @@ def _rewrite(bc: Bytecode) -> Bytecode:
         elif name == "BEFORE_WITH":
             out += pyver.hook(hooks.h_with, 1, (), loc) + [ins]
         elif name == "FORMAT_VALUE":  # 3.11/3.12: low bits = conversion, bit 2 = a spec is on the stack
-            flags = int(arg)
+            flags = int(iarg)
             if flags & 4:
                 out += pyver.hook(hooks.h_format, 2, (flags & 3,), loc)
             else:
                 out += pyver.hook(hooks.h_format_simple, 1, (flags & 3,), loc)
         elif name == "CONVERT_VALUE":
-            out += pyver.hook(hooks.h_convert, 1, (int(arg),), loc)
+            out += pyver.hook(hooks.h_convert, 1, (int(iarg),), loc)
         elif name == "FORMAT_SIMPLE":
             out += pyver.hook(hooks.h_format_simple, 1, (0,), loc)
         elif name == "FORMAT_WITH_SPEC":
             out += pyver.hook(hooks.h_format, 2, (0,), loc)
-        elif name == "BUILD_STRING" and int(arg) > 0:
-            out += pyver.hook(hooks.h_build_string, int(arg), (), loc)
+        elif name == "BUILD_STRING" and int(iarg) > 0:
+            out += pyver.hook(hooks.h_build_string, int(iarg), (), loc)
         elif name in ("UNPACK_SEQUENCE", "UNPACK_EX"):
             out += pyver.hook(hooks.h_unpack, 1, (), loc) + [ins]
         elif pyver.is_method_load(ins):

@@ -9,7 +9,7 @@ loaded right before CALL_KW (3.13); 3.13 adds TO_BOOL and compare-with-bool-cast
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, cast
 
 from bytecode import Instr
 
@@ -105,7 +105,7 @@ def method_load_tags() -> list[str]:
 
 def call_null_depth(instr: Instr) -> tuple[int, int] | None:
     """For a call instruction: (depth of its NULL slot from the top, number of items it pops)."""
-    name, arg = instr.name, instr.arg
+    name, arg = instr.name, cast(int, instr.arg)  # every call instruction's argument is a count
     if name == "PRECALL" or (name == "CALL" and PY312):
         n = arg
         return (n + 1, n + 2) if NULL_ABOVE_CALLABLE else (n + 2, n + 2)
@@ -120,7 +120,7 @@ def call_null_depth(instr: Instr) -> tuple[int, int] | None:
 def is_method_load(instr: Instr) -> bool:
     if instr.name == "LOAD_METHOD":
         return True
-    return PY312 and instr.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and bool(instr.arg[0])
+    return PY312 and instr.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and bool(cast("tuple[bool, ...]", instr.arg)[0])
 
 
 def global_null_tags(instr: Instr) -> list[str] | None:
@@ -136,12 +136,14 @@ def plain_attr_load(instr: Instr) -> Instr:
     if instr.name == "LOAD_METHOD":
         return Instr("LOAD_ATTR", instr.arg, location=loc)
     if instr.name == "LOAD_SUPER_ATTR":
-        return Instr("LOAD_SUPER_ATTR", (False,) + tuple(instr.arg[1:]), location=loc)
-    return Instr("LOAD_ATTR", (False, instr.arg[1]), location=loc)
+        arg3 = cast("tuple[bool, bool, str]", instr.arg)  # (method bit, two-arg bit, name)
+        return Instr("LOAD_SUPER_ATTR", (False,) + tuple(arg3[1:]), location=loc)
+    return Instr("LOAD_ATTR", (False, cast("tuple[bool, str]", instr.arg)[1]), location=loc)
 
 
 def attr_name(instr: Instr) -> str:
-    return instr.arg[1] if isinstance(instr.arg, tuple) else instr.arg
+    arg = cast("tuple[bool, str] | str", instr.arg)  # LOAD_ATTR / LOAD_METHOD: (method bit, name) or name
+    return arg[1] if isinstance(arg, tuple) else arg
 
 
 def load_attr(name: str, loc: Any = None) -> Instr:
