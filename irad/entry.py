@@ -126,7 +126,8 @@ def _build(src: _Source, tree: TreeDef, idx: list[int | None], builder: Callable
     if kind == "none":
         return "None"
     if kind in ("list", "tuple") and len(idx) > 2 and all(c.kind == "leaf" for c in tree.children) \
-            and None not in idx and idx == list(range(idx[0], idx[0] + len(idx))):  # type: ignore[operator]
+            and None not in idx \
+            and idx == list(range(idx[0], idx[0] + len(idx))):  # type: ignore[arg-type, operator]  # no None
         return f"{kind}(r[{idx[0]}:{idx[0] + len(idx)}])"  # type: ignore[operator]  # a run: one slice
     if kind in ("list", "tuple", "dict"):
         parts, pos = [], 0

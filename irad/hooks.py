@@ -9,7 +9,10 @@ import operator
 import os
 import sys
 from contextvars import ContextVar
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .trace import Tracer
 
 
 # NOTE: the active tracer is per thread and per asyncio task: instrumented code running in one
@@ -35,7 +38,8 @@ BINOPS: list[Any] = [getattr(operator, n) for n in _NAMES] + \
 OUT_OF_PLACE: list[Any] = [getattr(operator, n) for n in _NAMES] * 2
 N_BINOPS = len(_NAMES)
 COMPARES: list[Any] = [operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge]
-UNARY = {"UNARY_NEGATIVE": operator.neg, "UNARY_INVERT": operator.invert, "UNARY_POSITIVE": operator.pos}
+UNARY: dict[str, Callable[[Any], Any]] = {"UNARY_NEGATIVE": operator.neg, "UNARY_INVERT": operator.invert,
+                                          "UNARY_POSITIVE": operator.pos}
 
 
 def h_binop(a: Any, b: Any, op: int) -> Any:
@@ -54,7 +58,7 @@ def h_compare(a: Any, b: Any, op: int) -> Any:
 
 
 def h_contains(a: Any, b: Any, invert: int) -> bool:
-    t = active_tracer()
+    t: Tracer | None = active_tracer()
     if t is None:
         return (a not in b) if invert else (a in b)
     return t.contains(a, b, invert)

@@ -16,7 +16,8 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr
+from bytecode import Bytecode, Instr
+from bytecode.instr import CellVar, FreeVar  # (not in the package's __all__)
 
 from . import pyver
 from .weakcache import WeakIdMap

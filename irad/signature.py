@@ -26,7 +26,7 @@ import threading
 import warnings
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Generic, NamedTuple, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from . import log
 from .pytree import REGISTRY, Depth, flatten_args, node_of
 from .intdata import TracedInt
 from .rules import registry
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 MISSING = object()
 #: top-level packages whose module attributes hold no user state (their objects are not reached)
@@ -60,6 +63,7 @@ _IRAD_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 def user_stacklevel() -> int:
     """The ``stacklevel`` of a warning that points at the user's line (the first frame outside irad)."""
+    f: FrameType | None
     f, level = sys._getframe(1), 1
     while f is not None and f.f_code.co_filename.startswith(_IRAD_DIR):
         f, level = f.f_back, level + 1
@@ -367,7 +371,8 @@ class Assumptions:
         in ``ns`` (a condition may raise: the dependency cannot be checked)."""
         ns.update({"_M": MISSING, "_same_seq": _same_seq, "_same_items": _same_items,
                    "_same_kwdefaults": _same_kwdefaults, "_class_attr": class_attr})
-        return [KINDS[Dep(*dep).kind].test(Dep(*dep), lambda x, i=i: f"_{x}_{i}", ns)  # `_d12_1` and `_d1_21` differ
+        # (names `_d12_1` and `_d1_21` differ)
+        return [KINDS[Dep(*dep).kind].test(Dep(*dep), lambda x, i=i: f"_{x}_{i}", ns)  # type: ignore[misc]  # mypy: i=i
                 for i, dep in enumerate(self.deps)]
 
     def stale(self) -> str | None:

@@ -651,7 +651,7 @@ def rng_reorder(t: Tracer, rng: Any, name: str, args: tuple[Any, ...], kwargs: d
             from .errors import MutationError
             raise MutationError("a shuffle of a list of traced values with other objects (or arrays of several "
                                 "shapes) in it: irad can reorder numbers and arrays of one shape only",
-                                t.loc().long if t.loc() else "",
+                                t.loc().long if t.loc() else "",  # type: ignore[union-attr]  # (both calls: one Loc)
                                 "shuffle the positions instead: order = rng.permutation(len(items)); "
                                 "items = [items[i] for i in order]")
     elif type(x) is not np.ndarray or x.ndim == 0 or not isinstance(axis, (int, np.integer)) or \

@@ -770,7 +770,8 @@ class Tracer(ViewTracking):
             if op in (2, 3):
                 return op == 3
             return self.truth_value(self.compare(x, y, op))
-        return hooks.COMPARES[op](len(a), len(b))
+        r: bool = hooks.COMPARES[op](len(a), len(b))
+        return r
 
     def contains(self, a: Any, b: Any, invert: int) -> bool:
         if self.is_pyobject(b):
@@ -1330,6 +1331,7 @@ class Tracer(ViewTracking):
             else:
                 name, margs, mkw = spec[0], tuple(spec[1:]), {}
             return self.call(self.getattr(obj, name), margs, mkw)
+        got: tuple[Any, ...] | list[Any]
         if type(f) is operator.itemgetter:
             got = tuple(self.getitem(obj, k) for k in spec)
         else:
@@ -1367,7 +1369,7 @@ class Tracer(ViewTracking):
                 return r
         if args and registry.is_singledispatch(fn):
             cls = type(args[0])
-            self.deps.add(("dispatch", fn, cls, fn.dispatch(cls)))
+            self.deps.add(("dispatch", fn, cls, fn.dispatch(cls)))  # type: ignore[attr-defined]  # singledispatch
         if registry.lookup(fn, args) is not None or registry.is_nondiff(fn) or is_impure(fn) or \
                 member(fn, _STATIC_FUNCS_) or MUTATORS.get(id(fn)) is not None:
             return self.call_prim(fn, args, kwargs)
@@ -1518,7 +1520,7 @@ class Tracer(ViewTracking):
                 self.reach(e, "item")
 
     def construct(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        new = cls.__new__
+        new: Callable[..., Any] = cls.__new__
         if isinstance(self.dunder(cls, "__new__"), (types.FunctionType, staticmethod)):
             obj = self.call(new, (cls,) + args, kwargs)
         elif new is object.__new__:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import operator
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import numpy as np
 
 from .errors import MutationError
 from .ir import Var, typeof
+
+if TYPE_CHECKING:
+    from .ir import Const, Loc, Op
 
 def by_id(fns: Any) -> dict[int, Any]:
     """Membership tables keyed by identity (callables need not be hashable)."""
@@ -48,6 +51,31 @@ def _real_of_real(d: tuple[Any, ...]) -> bool:
 
 class ViewTracking:
     """Mutation and view handling of the tracer (see the module docstring)."""
+
+    # the tracer's tables and methods this mixin uses (``irad.trace.Tracer`` defines them)
+    vars: dict[int, Var]
+    values: dict[int, Any]
+    keep: list[Any]
+    consts: dict[int, Const]
+    views: dict[int, dict[int, np.ndarray]]
+    derived: dict[int, tuple[Any, tuple[Any, ...], dict[str, Any], np.ndarray]]
+    stale: dict[int, str]
+    _const_roots: set[int]
+    _traced_roots: set[int]
+    _pending: dict[int, tuple[list[tuple[Any, ...]], list[np.ndarray], str]]
+    _captured: dict[int, Any]
+
+    if TYPE_CHECKING:
+        def new_var(self, value: Any, hint: str = "") -> Var: ...
+        def track(self, obj: Any, var: Var) -> None: ...
+        def atom(self, x: Any) -> Any: ...
+        def const(self, x: Any, origin: str | None = None) -> Const: ...
+        def emit(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], outs: tuple[Var, ...],
+                 unpack: bool = False, prim: str | None = None) -> Op: ...
+        def loc(self) -> Loc | None: ...
+        def _origin(self, x: Any) -> str: ...
+        def _user_frame(self) -> Any: ...
+        def _adopt_capture(self, x: Any) -> Var: ...
 
     # ---- mutation -------------------------------------------------------------------------
 
@@ -95,7 +123,8 @@ class ViewTracking:
         if id(x) not in self.derived:
             item = root.itemsize
             offset = x.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-            order = "C" if root.flags.c_contiguous else "F" if root.flags.f_contiguous else None
+            order: Literal["C", "F"] | None = \
+                "C" if root.flags.c_contiguous else "F" if root.flags.f_contiguous else None
             if x.dtype != root.dtype or order is None or offset % item or any(s % item for s in x.strides):
                 loc = self.loc()
                 raise MutationError("an array that views the memory of a traced array, made where irad could not "
