@@ -27,7 +27,7 @@ import contextlib
 import gc
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence, Union
+from typing import Any, Callable, Iterator, Sequence, Union, cast
 
 import numpy as np
 
@@ -451,7 +451,7 @@ def _fmt_value(v: Any) -> str:
     if isinstance(v, type):
         return f"{v.__module__}.{v.__qualname__}" if v.__module__ != "builtins" else v.__name__
     if callable(v) and hasattr(v, "__name__"):
-        return getattr(v, "__qualname__", v.__name__)
+        return cast(str, getattr(v, "__qualname__", v.__name__))
     if isinstance(v, (int, float, complex, str, bytes, bool)) or v is None:
         return repr(v)
     r = repr(v)  # (an address in it would make the dump differ from run to run)

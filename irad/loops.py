@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, cast
 
 import numpy as np
 
@@ -99,7 +99,7 @@ class Loop:
     reverse: bool = False
     #: reverse mode keeps only each iteration's carry and recomputes the step in the backward loop
     remat: bool = False
-    _compiled: Any = field(default=None, init=False, repr=False)  # the step compiled, once needed
+    _compiled: Callable[..., Sequence[Any]] | None = field(default=None, init=False, repr=False)  # the step compiled, once needed
 
     def __repr__(self) -> str:
         return f"{self.body.name}(n={self.n}{', reverse' if self.reverse else ''}{', remat' if self.remat else ''})"
@@ -185,7 +185,7 @@ def _getter(env: dict[int, Any]) -> Any:
 
 
 def loop_of(op: Op) -> Loop:
-    return op.kw("_loop")
+    return cast(Loop, op.kw("_loop"))
 
 
 def step_has_effect(op: Op) -> bool:
@@ -581,7 +581,7 @@ def _row_axis(index: Any) -> int | None:
 
 
 def _row_of(index: Any, axis: int) -> int:
-    return index if axis == 0 else index[axis]
+    return cast(int, index if axis == 0 else index[axis])
 
 
 # ---- unrolling ---------------------------------------------------------------------------------------
@@ -716,7 +716,7 @@ def checkpoint_loops(g: Graph, values: dict[int, Any] | None = None, min_bytes: 
             continue
         k = _segment_length(loop.n)
         if k == 1:
-            ops.append(make_op(_replace(loop, remat=True), *op.args, op.outs, op.loc))
+            ops.append(make_op(_replace(loop, remat=True), *cast("tuple[Any, Any, Any]", op.args), op.outs, op.loc))  # (init, inv, xs)
             continue
         ops.extend(_segments(op, loop, k, ids, values))
     return g.replace(ops=tuple(ops), provenance=g.provenance + ("checkpoint_loops",))
@@ -790,7 +790,8 @@ def _segments(op: Op, loop: Loop, k: int, ids: _Ids, values: dict[int, Any] | No
             whole = op.outs[at]
             seg = ids.var(ArrayT(dt, (m, k) + elem), "ys")
             outer_outs.append(seg)
-            post.append(Op("numpy.reshape", (seg, Const(tuple(whole.type.shape), typeof(tuple(whole.type.shape)))),
+            post.append(Op("numpy.reshape", (seg, Const(tuple(cast(ArrayT, whole.type).shape),  # stacked: an array
+                                                  typeof(tuple(cast(ArrayT, whole.type).shape)))),
                            (), (whole,), np.reshape, op.loc))
             if values is not None and whole.id in values:
                 values[seg.id] = np.reshape(values[whole.id], (m, k) + elem)

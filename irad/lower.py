@@ -518,6 +518,7 @@ def inline_plan(g: Graph, keep: set[int]) -> dict[int, int]:
     """
     uses: dict[int, int] = {}
     reader: dict[int, int] = {}
+    j: int | None  # an op's index here, its reader's (or None) below
     for j, op in enumerate(g.ops):
         for v in op.inputs:
             uses[v.id] = uses.get(v.id, 0) + 1
@@ -563,6 +564,7 @@ def statements(e: _Emitter, g: Graph, keep: set[int]) -> list[str]:
     for i in sorted(into, reverse=True):
         at[i] = at[into[i]]
     last_use: dict[int, int] = {}
+    v: Var | None  # an input here, a Var looked up (or None) below
     for i, op in enumerate(g.ops):
         for v in op.inputs:
             last_use[v.id] = max(last_use.get(v.id, -1), at[i])

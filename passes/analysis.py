@@ -1,7 +1,7 @@
 """Def-use analysis of a Graph as a networkx DiGraph (networkx never leaks into IR types)."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 import networkx as nx
 
@@ -38,7 +38,7 @@ def ancestors_of(dg: nx.DiGraph, roots: Iterable[Any]) -> set[Any]:
     sink = object()
     roots = list(roots)
     dg.add_edges_from((r, sink) for r in roots)
-    return nx.ancestors(dg, sink) | set(roots)
+    return cast("set[Any]", nx.ancestors(dg, sink)) | set(roots)  # (networkx is untyped)
 
 
 def has_effect(op: Op) -> bool:

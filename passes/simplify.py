@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from irad.ir import ArrayT, Const, Graph, Op, ScalarT, Var, const, map_atoms
 
 _NEG, _ADD, _SUB, _MUL, _DIV, _POW = ("operator.neg", "operator.add", "operator.sub", "operator.mul",
                                       "operator.truediv", "operator.pow")
-_FN = {_NEG: operator.neg, _ADD: operator.add, _SUB: operator.sub, _MUL: operator.mul}
+_FN: dict[str, Callable[..., Any]] = {_NEG: operator.neg, _ADD: operator.add, _SUB: operator.sub, _MUL: operator.mul}
 
 
 def _kind(t: Any) -> str | None:
@@ -141,7 +141,7 @@ def _rewrite(op: Op, single: Any, negated: Any, make: Any, env: dict[int, Any]) 
     if kind is None:
         return op
     a = op.args[0]
-    b = op.args[1] if len(op.args) == 2 else None
+    b: Any = op.args[1] if len(op.args) == 2 else None  # (each rule tests what b is before it reads b.type)
     if op.prim == _POW:  # NOTE: only x**2; every other power stays (the add/sub folds below are not for it)
         e = b.value if isinstance(b, Const) else None
         if isinstance(a, Var) and _kind(a.type) == kind and \

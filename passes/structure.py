@@ -30,7 +30,7 @@ import dataclasses
 import importlib.util
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard, cast
 
 import numpy as np
 
@@ -212,7 +212,7 @@ def _c(v: Any) -> Const:
     return const(v)
 
 
-def _real_matrix(t: Any, n: int | None = None) -> bool:
+def _real_matrix(t: Any, n: int | None = None) -> TypeGuard[ArrayT]:
     return isinstance(t, ArrayT) and not t.scalar and len(t.shape) == 2 and t.shape[0] == t.shape[1] and \
         t.dtype in _REAL and (n is None or t.shape[0] == n)
 
@@ -260,7 +260,7 @@ def triangular_solves(g: Graph) -> Graph:
         b = op.args[1] if triangular(op) is not None or _scipy_tri_solve(op) is False else None
         inner = defs.get(b.id) if isinstance(b, Var) and uses.get(b.id) == 1 else None
         low = _cholesky_pair(inner, op.args[0], facts, defs) if inner is not None else None
-        if low is not None and id(inner) not in factors and _rhs_ok(low, inner.args[1], op.out, _FLOATS):
+        if low is not None and id(inner) not in factors and _rhs_ok(low, cast(Op, inner).args[1], op.out, _FLOATS):
             factors[id(op)] = low
             inners.add(id(inner))
     ops: list[Op] = []
@@ -278,7 +278,7 @@ def triangular_solves(g: Graph) -> Graph:
                           (("check_finite", _c(False)),), op.outs, sla.cho_solve, op.loc))
             continue
         ops.append(Op("scipy.linalg.solve_triangular", op.args,
-                      (("lower", _c(fa.tri == "lower")), ("check_finite", _c(False))), op.outs,
+                      (("lower", _c(cast(Fact, fa).tri == "lower")), ("check_finite", _c(False))), op.outs,
                       sla.solve_triangular, op.loc))
         n_tri += 1
     if not n_tri and not factors:
@@ -509,6 +509,7 @@ def _rewrite_one_cholesky(g: Graph, sla: Any) -> Graph | None:
         if pbc is None or fact is None or fact.factor_of != k or not _real_matrix(low.type) or k.type != low.type:
             continue
         users = list({id(u): u for u in uses.by.get(low.id, [])}.values())  # NOTE: solve(L, L) reads L twice
+        m: _Solve | _LogDet | None  # (bound by both comprehensions)
         solves = [m for u in users if (m := _match_solve(u, low, uses)) is not None]
         logdets = [m for u in users if (m := _match_logdet(u, low, uses)) is not None]
         if solves or logdets:
@@ -522,7 +523,7 @@ def _rewrite(g: Graph, chol: Op, pbc: Op, solves: list[_Solve], logdets: list[_L
              sla: Any) -> Graph | None:
 
     low = chol.outs[0]
-    dt, (n, _) = low.type.dtype, low.type.shape
+    dt, (n, _) = cast(ArrayT, low.type).dtype, cast(ArrayT, low.type).shape  # a real matrix
     em = _Emitter(g, chol.loc)
     zero: set[int] = set()  # cotangents of L that the rewrite no longer computes
     drop: set[int] = set()  # ids of the pullback ops replaced
@@ -533,14 +534,14 @@ def _rewrite(g: Graph, chol: Op, pbc: Op, solves: list[_Solve], logdets: list[_L
         x2, g2 = s.fwd.outs[0], s.pb_outer.args[1]
         at[id(s.fwd)] = [Op("scipy.linalg.cho_solve", ((low, true), s.b), no_check, (x2,), sla.cho_solve, s.fwd.loc)]
         bbar = uses.cot(s.pb_inner, (1,))
-        w = bbar if bbar is not None else em.var(dt, x2.type.shape)
+        w = bbar if bbar is not None else em.var(dt, cast(ArrayT, x2.type).shape)
         new = [em.op(sla.cho_solve, "scipy.linalg.cho_solve", ((low, true), g2), w, no_check)]
-        if len(x2.type.shape) == 1:
+        if len(cast(ArrayT, x2.type).shape) == 1:
             left, right = em.var(dt, (n, 2)), em.var(dt, (2, n))
             new += [em.op(np.stack, "numpy.stack", ((w, x2),), left, (("axis", _c(1)),)),
                     em.op(np.stack, "numpy.stack", ((x2, w),), right, (("axis", _c(0)),))]
         else:
-            m = x2.type.shape[1]
+            m = cast(ArrayT, x2.type).shape[1]
             left, both = em.var(dt, (n, 2 * m)), em.var(dt, (n, 2 * m))
             right = em.var(dt, (2 * m, n))
             new += [em.op(np.concatenate, "numpy.concatenate", ((w, x2),), left, (("axis", _c(1)),)),
@@ -550,6 +551,7 @@ def _rewrite(g: Graph, chol: Op, pbc: Op, solves: list[_Solve], logdets: list[_L
         new.append(em.op(np.matmul, "numpy.matmul", (left, right), p))
         at[id(s.pb_outer)] = new
         terms.append((-1, p))
+        pb: Op | None  # an Op here, one that may be missing below
         for pb in (s.pb_outer, s.pb_inner):
             drop.add(id(pb))
             zero.update(o.id for o in pb.outs if o != bbar and o != uses.cot(s.pb_outer, (1,)))
@@ -901,7 +903,7 @@ def shared_lu(g: Graph) -> Graph:
         if op.prim == "numpy.linalg.solve":
             ops.append(Op(_LU_NAMES[lu_solve], (a, fac, op.args[1], _c(trans)), (), op.outs, lu_solve, op.loc))
         elif op.prim == "numpy.linalg.inv":
-            t = a.type
+            t = cast(ArrayT, a.type)  # a real matrix (_lu_consumer)
             eye = eyes.get(i)
             if eye is None:  # NOTE: one Const per matrix: cse merges the inverses as it merged inv(A)s
                 eye = eyes[i] = Const(np.eye(t.shape[0], dtype=t.dtype), ArrayT(t.dtype, t.shape), "identity")

@@ -27,7 +27,7 @@ import math
 import operator
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -178,7 +178,7 @@ def _size(t: Any) -> int:
     return math.prod(t.shape) if isinstance(t, ArrayT) else 1
 
 
-def _axes(op: Op) -> tuple[int, ...] | None | bool:
+def _axes(op: Op) -> tuple[int, ...] | None | Literal[False]:
     """A reduction's axes (None: all), or False when its keywords are not just a constant ``axis``."""
     kws = {k: v for k, v in op.kwargs if not k.startswith("_")}
     if not kws:
@@ -237,7 +237,8 @@ def _expr(op: Op, x: list[str]) -> str | None:
         return None
     if p in _MATMUL and n == 2:
         ra, rb = _rank(op.args[0]), _rank(op.args[1])
-        helper = {(2, 2): "_mm", (2, 1): "_mv", (1, 2): "_vm", (1, 1): "_vv"}.get((ra, rb))
+        helpers: dict[tuple[int | None, int | None], str] = {(2, 2): "_mm", (2, 1): "_mv", (1, 2): "_vm", (1, 1): "_vv"}
+        helper = helpers.get((ra, rb))
         if helper is None:
             return None
         sa, sb = op.args[0].type.shape, op.args[1].type.shape
@@ -389,7 +390,7 @@ def loop_spec(loop: Loop, name: str = "compiled_loop") -> LoopSpec:
     head = ("# irad compiled tier: one loop compiled (irad.backends.compiled_loops)\n"
             "import numpy as np\nfrom numba import njit, types as nt\nfrom irad.backends import vecmath as vm\n")
     src = (head + _HELPERS + "\n\n" + "\n".join(lines) + "\n\n\n"
-           f"{name} = njit(({', '.join(sig)},), cache=_CACHE, error_model=\"numpy\")({name})\n")
+           f"{name} = njit(({', '.join(cast('list[str]', sig))},), cache=_CACHE, error_model=\"numpy\")({name})\n")
     return LoopSpec(name, src, tuple(consts))
 
 
@@ -454,7 +455,7 @@ def _slice(first: int, step: int, n: int) -> slice:
     return slice(first, None if stop < 0 else stop, -1)
 
 
-def use_compiled_loops(g: Graph, fns: dict[int, tuple[Callable[..., Any] | None, LoopSpec]]) -> Graph:
+def use_compiled_loops(g: Graph, fns: Mapping[int, tuple[Callable[..., Any] | None, LoopSpec]]) -> Graph:
     """``g`` with the loop ops at the indices of ``fns`` replaced by calls of their compiled
     functions, and the rows of stacked outputs bound where something reads them."""
     if not fns:

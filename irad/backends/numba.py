@@ -42,7 +42,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -76,7 +76,7 @@ def _numpy_has_simd_transcendentals() -> bool:
         from numpy._core._multiarray_umath import __cpu_features__ as features  # numpy >= 2
     except ImportError:
         try:
-            from numpy.core._multiarray_umath import __cpu_features__ as features  # numpy 1.x
+            from numpy.core._multiarray_umath import __cpu_features__ as features  # type: ignore[no-redef]  # numpy 1.x: the fallback import
         except ImportError:
             return False
     return bool(features.get("AVX512_SKX"))
@@ -183,7 +183,7 @@ def plan(g: Graph) -> list[Group]:
         rs = readers.get(o.id, [])
         if o.id in outputs or not rs or any(not fusable[j] for j in rs):
             return True
-        if any(g.ops[j].outs[0].type.shape != o.type.shape for j in rs):
+        if any(cast(ArrayT, g.ops[j].outs[0].type).shape != cast(ArrayT, o.type).shape for j in rs):  # fused: arrays
             return True
         return g.ops[i].prim in TRANSCENDENTAL and len(rs) > 1
 

@@ -37,54 +37,67 @@ Polynomials go through ``_muladd`` (``llvm.fmuladd``): one fused multiply-add wh
 compiles for has FMA, a multiply and an add where it does not; either is within the contract.
 """
 import math
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import numba
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+if TYPE_CHECKING:
+    from numba.core.dispatcher import Dispatcher
+
 __all__ = ["exp", "expm1", "log", "log1p", "tanh", "cosh", "sinh", "sigmoid"]
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-def _jit(fn):
+
+def _jit(fn: _F) -> "Dispatcher[_F]":
     return numba.njit(inline="always", error_model="numpy", cache=False)(fn)
 
 
 # ---- bit-level helpers ------------------------------------------------------------------------
 
-@intrinsic
-def _bits(typingctx, x):
-    """The int64 with the same 64 bits as the float64 x."""
-    if x != types.float64:
-        return None
+if TYPE_CHECKING:
+    # What jitted code calls: numba drops the typing context (and the stub of ``intrinsic`` has no
+    # way to say so), and the typing functions below return numba types, not the values.
+    def _bits(x: float, /) -> int: ...
+    def _float(i: int, /) -> float: ...
+    def _muladd(a: float, b: float, c: float, /) -> float: ...
+else:
+    @intrinsic
+    def _bits(typingctx, x):
+        """The int64 with the same 64 bits as the float64 x."""
+        if x != types.float64:
+            return None
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-    return types.int64(types.float64), codegen
-
-
-@intrinsic
-def _float(typingctx, i):
-    """The float64 with the same 64 bits as the int64 i."""
-    if i != types.int64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-    return types.float64(types.int64), codegen
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.IntType(64))
+        return types.int64(types.float64), codegen
 
 
-@intrinsic
-def _muladd(typingctx, a, b, c):
-    """a * b + c, fused into one FMA where the target has it (llvm.fmuladd)."""
-    if not (a == b == c == types.float64):
-        return None
+    @intrinsic
+    def _float(typingctx, i):
+        """The float64 with the same 64 bits as the int64 i."""
+        if i != types.int64:
+            return None
 
-    def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(ir.DoubleType(), [ir.DoubleType()] * 3)
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.fmuladd.f64")
-        return builder.call(fn, args)
-    return types.float64(types.float64, types.float64, types.float64), codegen
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.DoubleType())
+        return types.float64(types.int64), codegen
+
+
+    @intrinsic
+    def _muladd(typingctx, a, b, c):
+        """a * b + c, fused into one FMA where the target has it (llvm.fmuladd)."""
+        if not (a == b == c == types.float64):
+            return None
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(ir.DoubleType(), [ir.DoubleType()] * 3)
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.fmuladd.f64")
+            return builder.call(fn, args)
+        return types.float64(types.float64, types.float64, types.float64), codegen
 
 
 _MAGIC = 6755399441055744.0          # 1.5 * 2**52: for |y| < 2**51, y + MAGIC is round(y) in the low bits
@@ -94,19 +107,19 @@ _MANT_BITS = 52
 
 
 @_jit
-def _int_to_float(k):
+def _int_to_float(k: int) -> float:
     """float(k) for |k| < 2**51 by the magic number (AVX2 has no packed int64 -> float64)."""
     return _float(k + _MAGIC_BITS) - _MAGIC
 
 
 @_jit
-def _pow2(k):
+def _pow2(k: int) -> float:
     """2.0**k for -1022 <= k <= 1023, from the exponent bits."""
     return _float((k + _EXP_BIAS) << _MANT_BITS)
 
 
 @_jit
-def _times_pow2(y, k):
+def _times_pow2(y: float, k: int) -> float:
     """y * 2**k for -2044 <= k <= 2046 as two exact-range factors, so it rounds at most once."""
     h = k >> 1
     return (y * _pow2(h)) * _pow2(k - h)
@@ -124,7 +137,7 @@ _EXPM1_X_MIN = -40.0  # expm1(x) rounds to -1 below -37.4...
 
 
 @_jit
-def _exp_reduce(x):
+def _exp_reduce(x: float) -> tuple[int, float, float]:
     """(n, r, rc) with x = n ln2 + r + rc, |r| <= ln2/2 (barely more), rc the rounding error of r."""
     t = x * _INV_LN2 + _MAGIC
     n = _bits(t) - _MAGIC_BITS
@@ -137,7 +150,7 @@ def _exp_reduce(x):
 
 
 @_jit
-def _expm1_poly(r):
+def _expm1_poly(r: float) -> float:
     """(exp(r) - 1 - r) / r**2 for |r| <= 0.35: the Taylor series to r**13 / 13!, Horner."""
     p = 1.0 / 6227020800.0
     p = _muladd(p, r, 1.0 / 479001600.0)
@@ -154,13 +167,13 @@ def _expm1_poly(r):
 
 
 @_jit
-def _exp_mant(r, rc):
+def _exp_mant(r: float, rc: float) -> float:
     """exp(r + rc) for the reduced argument: a number in [0.7, 1.42]."""
     return 1.0 + (r + _muladd(r * r, _expm1_poly(r), rc))
 
 
 @_jit
-def _expm1_mant(n, r, rc):
+def _expm1_mant(n: int, r: float, rc: float) -> float:
     """(exp(n ln2 + r + rc) - 1) / 2**n, for n >= -58 (the sum with 1 - 2**-n rounded once)."""
     nc = n if n < 60 else 60
     c = 1.0 - _pow2(-nc)               # exact for -53 <= n <= 53; rounds harmlessly outside
@@ -170,13 +183,13 @@ def _expm1_mant(n, r, rc):
 
 
 @_jit
-def _at_most(x, hi):
+def _at_most(x: float, hi: float) -> float:
     """min(x, hi) for a non-nan x."""
     return hi if x > hi else x
 
 
 @_jit
-def _clamp(x, lo, hi):
+def _clamp(x: float, lo: float, hi: float) -> float:
     """x limited to [lo, hi], for a non-nan x."""
     x = hi if x > hi else x
     return lo if x < lo else x
@@ -186,13 +199,13 @@ _EXP_FIELD = 0x7FF0000000000000
 
 
 @_jit
-def _finite_mask(b):
+def _finite_mask(b: int) -> int:
     """-1 (all bits) where the float64 of bits b is finite, 0 where it is +-inf or nan."""
     return ((b & _EXP_FIELD) - _EXP_FIELD) >> 63
 
 
 @_jit
-def _finite_or_zero(x):
+def _finite_or_zero(x: float) -> tuple[float, bool]:
     """(x, True) for a finite x, (0.0, False) for +-inf and nan.
 
     Each function computes on this finite stand-in and selects its answer for +-inf and nan at
@@ -208,21 +221,21 @@ def _finite_or_zero(x):
 # ---- the functions ----------------------------------------------------------------------------
 
 @_jit
-def _exp_finite(x):
+def _exp_finite(x: float) -> float:
     """exp(x) for a finite x."""
     n, r, rc = _exp_reduce(_clamp(x, _EXP_X_MIN, _EXP_X_MAX))
     return _times_pow2(_exp_mant(r, rc), n)
 
 
 @_jit
-def _expm1_finite(x):
+def _expm1_finite(x: float) -> float:
     """expm1(x) for a finite x (-0.0 gives +0.0)."""
     n, r, rc = _exp_reduce(_clamp(x, _EXPM1_X_MIN, _EXP_X_MAX))
     return _times_pow2(_expm1_mant(n, r, rc), n)
 
 
 @_jit
-def exp(x):
+def exp(x: float) -> float:
     """e**x."""
     xs, fin = _finite_or_zero(x)
     y = _exp_finite(xs)
@@ -230,7 +243,7 @@ def exp(x):
 
 
 @_jit
-def expm1(x):
+def expm1(x: float) -> float:
     """e**x - 1, accurate for small |x|."""
     xs, fin = _finite_or_zero(x)
     y = _expm1_finite(xs)
@@ -243,7 +256,7 @@ _TANH_X_MAX = 20.0       # tanh(x) rounds to +-1 above 19.06...
 
 
 @_jit
-def cosh(x):
+def cosh(x: float) -> float:
     """The hyperbolic cosine."""
     xs, fin = _finite_or_zero(x)
     a = _at_most(abs(xs), _EXP_X_MAX)
@@ -254,7 +267,7 @@ def cosh(x):
 
 
 @_jit
-def sinh(x):
+def sinh(x: float) -> float:
     """The hyperbolic sine."""
     xs, fin = _finite_or_zero(x)
     a = _at_most(abs(xs), _EXP_X_MAX)
@@ -267,7 +280,7 @@ def sinh(x):
 
 
 @_jit
-def tanh(x):
+def tanh(x: float) -> float:
     """The hyperbolic tangent."""
     xs, fin = _finite_or_zero(x)
     a = _at_most(abs(xs), _TANH_X_MAX)
@@ -277,7 +290,7 @@ def tanh(x):
 
 
 @_jit
-def sigmoid(x):
+def sigmoid(x: float) -> float:
     """The logistic function 1 / (1 + e**-x), accurate for large negative x too."""
     xs, fin = _finite_or_zero(x)
     e = _exp_finite(-abs(xs))
@@ -294,14 +307,14 @@ _LOG1P_TINY = 2.0 ** -54               # below this log1p(x) rounds to x
 
 
 @_jit
-def _split_sqrt2(ib):
+def _split_sqrt2(ib: int) -> tuple[int, float]:
     """(k, m) with the positive normal float64 of bits ib = m * 2**k, m in [sqrt(1/2), sqrt(2))."""
     k = (ib - _SQRT_HALF_BITS) >> _MANT_BITS
     return k, _float(ib - (k << _MANT_BITS))
 
 
 @_jit
-def _log_core(f, k):
+def _log_core(f: float, k: int) -> float:
     """k ln2 + log(1 + f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: atanh series in s = f / (2 + f)."""
     s = f / (2.0 + f)
     z = s * s
@@ -323,7 +336,7 @@ def _log_core(f, k):
 
 
 @_jit
-def log(x):
+def log(x: float) -> float:
     """The natural logarithm."""
     b = _bits(x)
     xs = _float(b & _finite_mask(b) & ~(b >> 63))    # x if finite and >= +0.0, else +0.0
@@ -334,7 +347,7 @@ def log(x):
 
 
 @_jit
-def log1p(x):
+def log1p(x: float) -> float:
     """log(1 + x), accurate for small |x|."""
     xs, fin = _finite_or_zero(x)
     valid = xs > -1.0
