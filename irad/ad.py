@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -302,7 +302,7 @@ def _positional(op: Op, names: tuple[str, ...] = ()) -> Op:
                 break
         return Op(op.prim, tuple(args), tuple(kw.items()), op.outs, op.fn, op.loc, op.unpack)
     try:
-        params = list(inspect.signature(op.fn).parameters.values())
+        params = list(inspect.signature(cast(Callable[..., Any], op.fn)).parameters.values())
     except (TypeError, ValueError):
         return op
     for p in params[len(args):]:
@@ -674,14 +674,16 @@ def _hoist(b: _Builder, body: Graph, nc: int, ni: int, inv: tuple[Any, ...], loc
     """Move the step's ops that read only invariants (``W.T``, a zero of ``W``'s shape) out of the
     loop: they run once, and their values become invariants of the step (the same Var ids)."""
     outer: dict[int, Any] = {v.id: a for v, a in zip(body.inputs[nc:nc + ni], inv)}
-    kept, moved = [], []
+    kept: list[Op] = []
+    moved: list[Var] = []
     for bop in body.ops:
         if bop.outs and bop.prim not in GUARD_PRIMS and bop.prim != loops.LOOP_PRIM and \
                 not is_impure_prim(bop.prim) and all(v.id in outer for v in bop.inputs):
             args = loops.atoms(bop)
             new = loops.with_atoms(bop, [outer[x.id] if isinstance(x, Var) else x for x in args])
             fn_args = [map_atoms(a, b.get) for a in new.args]
-            r = new.fn(*fn_args, **{k: map_atoms(a, b.get) for k, a in new.kwargs if k[0] != "_"})
+            r = cast(Callable[..., Any], new.fn)(
+                *fn_args, **{k: map_atoms(a, b.get) for k, a in new.kwargs if k[0] != "_"})
             env: dict[int, Any] = {}
             bind_outputs(new, r, env)
             outs = tuple(b.new(env[o.id], o.hint) for o in bop.outs)
@@ -785,11 +787,11 @@ def _loop_backward(b: _Builder, sc: _Scan, cot: dict[int, Any]) -> None:
             zero = None
             col = []
             for o in outs:
-                c = cot.get(o.id)
-                if c is None:
+                ct = cot.get(o.id)
+                if ct is None:
                     zero = zero or _zero_for(b, o)
-                    c = zero
-                col.append(c)
+                    ct = zero
+                col.append(ct)
             xs_kinds.append("each")
             outer_xs.append(tuple(col))
     ys_kinds = tuple(loop.xs_kinds[i - nc - ni] for i in xs_wrt)

@@ -17,7 +17,7 @@ import types
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -88,7 +88,8 @@ class Program:
     rngs: tuple[Any, ...] = field(default=(), repr=False)
     f: Any = field(default=None, repr=False)
     passes: Any = field(default=None, repr=False)
-    _builders: Any = field(default=None, repr=False)
+    _builders: tuple[Callable[[Sequence[Any]], Any], list[Callable[[Sequence[Any]], Any]]] | None = \
+        field(default=None, repr=False)
     _other: Any = field(default=None, repr=False)  # the GradFunction that answers other calls
     _entry: Any = field(default=None, repr=False)  # its fast entry (irad.entry; False: it has none)
     #: calls left before it moves on to its next tier (``irad.tiers``; None: never)
@@ -142,8 +143,8 @@ class Program:
         if self.writeback:
             for t, k in self.writeback:
                 np.copyto(leaves[t] if type(t) is int else t, flat[k])
-        for o, name, k, c in self.setattrs:
-            setattr(o, name, c if k is None else flat[k])
+        for o, name, j, c in self.setattrs:
+            setattr(o, name, c if j is None else flat[j])
         return flat
 
     def _no_aliasing(self, leaves: list[Any]) -> None:
@@ -200,8 +201,9 @@ def _builder(tree: TreeDef, idx: list[int | None]) -> Callable[[Sequence[Any]], 
     if kind == "none":
         return lambda flat: None
     if kind in ("list", "tuple") and all(c.kind == "leaf" for c in tree.children) and idx and \
-            None not in idx and idx == list(range(idx[0], idx[0] + len(idx))):  # type: ignore[operator]
-        a, b = idx[0], idx[0] + len(idx)  # type: ignore[operator]
+            None not in idx and \
+            idx == list(range(idx[0], idx[0] + len(idx))):  # type: ignore[arg-type, operator]  # None not in idx
+        a, b = idx[0], idx[0] + len(idx)  # type: ignore[operator]  # None not in idx
         return (lambda flat: list(flat[a:b])) if kind == "list" else (lambda flat: tuple(flat[a:b]))
     parts, pos = [], 0
     for child in tree.children:
@@ -407,7 +409,8 @@ def _build_joint(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, 
         [a for a, _ in tracer.mutated_world]
     writeback = tuple((t, n_joint + j) for j, t in enumerate(targets))
     finals = [v for _, v in tracer.mutated_inputs] + [v for _, v in tracer.mutated_world]
-    setattrs = []  # (object, attribute, joint output index or None, constant): replayed after each run
+    # (object, attribute, joint output index or None, constant): replayed after each run
+    setattrs: list[tuple[Any, str, int | None, Any]] = []
     for o, name, a in tracer.attr_write_atoms:
         if isinstance(a, Var):
             setattrs.append((o, name, n_joint + len(finals), None))
@@ -915,7 +918,7 @@ def _pullback(prog: VJPProgram, residuals: list[Any], f: Callable[..., Any]) -> 
             raise GradError(f"vjp of {getattr(f, '__name__', 'f')}: the cotangent has structure {ytree}, "
                             f"the output has {prog.out_tree}")
         grads = prog.bwd(*residuals, *[yl[i] for i in seeds])
-        out = []
+        out: list[Any] = []
         for tree, idx in prog.slots:
             if all(k is None for k in idx):
                 out.append(None)
@@ -943,9 +946,10 @@ def evaluate_residuals(fwd_g: Graph, joint: ad.Joint, values: dict[int, Any]) ->
         for op in fwd_g.ops:
             if all(o.id in env for o in op.outs) or is_impure_prim(op.prim):
                 continue
-            r = op.fn(*[map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value) for a in op.args],
-                      **{k: map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value)
-                         for k, a in op.kwargs if k[0] != "_"})
+            r = cast(Callable[..., Any], op.fn)(
+                *[map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value) for a in op.args],
+                **{k: map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value)
+                   for k, a in op.kwargs if k[0] != "_"})
             bind_outputs(op, r, env)
     return [env[o.id] if isinstance(o, Var) else o.value for o in fwd_g.outputs[joint.n_outputs:]]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import operator
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -200,7 +200,7 @@ class ArrayApi:
 
     def __init__(self, ns: Any) -> None:
         self.ns = ns
-        self.linalg = getattr(ns, "linalg", None)
+        self.linalg: Any = getattr(ns, "linalg", None)
         for e in TABLE.values():
             if not hasattr(type(self), e.name) and hasattr(ns, e.name):
                 setattr(self, e.name, getattr(ns, e.name))
@@ -933,7 +933,7 @@ class XpEmitter(_Emitter):
     def _bool_mask(self, items: list[Any]) -> bool:
         def is_mask(a: Any) -> bool:
             if isinstance(a, Const) and isinstance(a.value, np.ndarray):
-                return a.value.dtype == bool
+                return cast(bool, a.value.dtype == bool)
             return isinstance(a, Var) and isinstance(a.type, ArrayT) and a.type.dtype == "bool"
         return any(is_mask(a) for a in items)
 
@@ -973,7 +973,7 @@ def to_numpy(x: Any) -> np.ndarray:
 
 def _np_dtype(d: Any) -> np.dtype:
     try:
-        return np.dtype(d)
+        return cast(np.dtype, np.dtype(d))
     except TypeError:
         return np.dtype(str(d).rsplit(".", 1)[-1])
 
@@ -994,11 +994,11 @@ class XpProgram:
 
     @property
     def graph(self) -> Graph:
-        return self.program.graph
+        return cast(Graph, self.program.graph)
 
     @property
     def forward(self) -> Graph:
-        return self.program.forward
+        return cast(Graph, self.program.forward)
 
     def _stand_ins(self, args: tuple[Any, ...], kwargs: dict[str, Any], host: bool) -> tuple[Any, Any]:
         from .pytree import tree_map

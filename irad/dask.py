@@ -22,7 +22,7 @@ import threading
 import types
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -35,6 +35,11 @@ from .rows import check_rows, probe_rows
 from .signature import call_key
 from .trace import trace_values
 from .weakcache import compile_source
+
+# dask ships partial types (these functions are untyped): typed aliases of the ones called here
+_dask_delayed: Callable[..., Any] = dask.delayed  # type: ignore[attr-defined]  # dask: not re-exported
+_dask_compute: Callable[..., Any] = dask.base.compute  # (dask.compute)
+_dask_from_array: Callable[..., Any] = da.from_array
 
 __all__ = ["ChunkSpec", "DaskValueAndGrad", "ShipError", "value_and_grad"]
 
@@ -130,7 +135,8 @@ class ChunkSpec:
 
     def run(self, shared: Sequence[Any], chunks: Sequence[Any]) -> tuple[Any, ...]:
         """The flat outputs of the program on one chunk (value, then gradient leaves)."""
-        return self.function()(*[chunks[k] if is_data else shared[k] for is_data, k in self.plan])
+        return cast("tuple[Any, ...]",
+                    self.function()(*[chunks[k] if is_data else shared[k] for is_data, k in self.plan]))
 
 
 def build_spec(prog: api.Program, plan: tuple[tuple[bool, int], ...], site: str) -> ChunkSpec:
@@ -194,7 +200,7 @@ def _worker_function(digest: str, payload: bytes) -> Callable[..., Any]:
         fn = _WORKER_FUNCTIONS[digest] = ns.pop(name)
         while len(_WORKER_FUNCTIONS) > WORKER_CACHE_SIZE:
             _WORKER_FUNCTIONS.popitem(last=False)
-        return fn
+        return cast("Callable[..., Any]", fn)
 
 
 # ---- the tasks ----------------------------------------------------------------------------
@@ -216,7 +222,7 @@ def _add(*parts: Sequence[Any]) -> tuple[Any, ...]:
 
 def _tree_sum(parts: list[Any], fan_in: int) -> Any:
     """A tree of delayed sums of ``fan_in`` parts each: depth log(chunks), few tasks."""
-    add = dask.delayed(_add, pure=False)
+    add = _dask_delayed(_add, pure=False)
     while len(parts) > 1:
         groups = [parts[i:i + fan_in] for i in range(0, len(parts), fan_in)]
         parts = [add(*g) if len(g) > 1 else g[0] for g in groups]
@@ -372,7 +378,7 @@ class DaskValueAndGrad:
     def _compile(self, args: tuple[Any, ...], nums: tuple[int, ...], data: tuple[int, ...],
                  sample: list[Any], scheduler: Any) -> _Entry:
         """Trace and compile ``loss`` on a real chunk (``sample``: its blocks of each data argument)."""
-        chunks = dask.compute(*sample, scheduler=scheduler)
+        chunks = _dask_compute(*sample, scheduler=scheduler)
         for c in chunks:
             if type(c) is not np.ndarray:
                 raise GradError(f"{self.__name__}: a chunk of the data is a {type(c).__name__}, not a numpy array; "
@@ -423,13 +429,13 @@ class DaskValueAndGrad:
 
     def _compute(self, entries: dict[int, _Entry], shared: list[Any], blocks: list[Any],
                  rows: tuple[int, ...], scheduler: Any) -> list[Any]:
-        task = dask.delayed(_chunk_task, pure=False)
-        shared_d = dask.delayed(shared, traverse=False)  # one key, read by every task
-        specs = {n: dask.delayed(e.spec, traverse=False) for n, e in entries.items()}
+        task = _dask_delayed(_chunk_task, pure=False)
+        shared_d = _dask_delayed(shared, traverse=False)  # one key, read by every task
+        specs = {n: _dask_delayed(e.spec, traverse=False) for n, e in entries.items()}
         mean = self.reduce == "mean"
         parts = [task(specs[n], shared_d, n if mean else 1, *[b[i] for b in blocks])
                  for i, n in enumerate(rows) if n]
-        return list(dask.compute(_tree_sum(parts, FAN_IN), scheduler=scheduler)[0])
+        return list(_dask_compute(_tree_sum(parts, FAN_IN), scheduler=scheduler)[0])
 
 
 def _aligned(fname: str, arrays: list[Any]) -> list[Any]:
@@ -452,7 +458,7 @@ def _aligned(fname: str, arrays: list[Any]) -> list[Any]:
     out = []
     for a in arrays:
         if isinstance(a, np.ndarray):
-            a = da.from_array(a, chunks=(rows,) + a.shape[1:])
+            a = _dask_from_array(a, chunks=(rows,) + a.shape[1:])
         want = {0: rows} | {k: -1 for k in range(1, a.ndim)}
         if a.chunks[0] != rows or any(len(c) > 1 for c in a.chunks[1:]):
             a = a.rechunk(want)

@@ -18,7 +18,7 @@ import operator
 import types
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -154,10 +154,10 @@ def forward(g: Graph, values: dict[int, Any], wrt: Sequence[int]) -> JVPGraph:
     outs = tuple(b.atom(o) for o in g.outputs)
     touts = []
     for o in outs:
-        t = b.tan.get(o.id) if isinstance(o, Var) else None
-        if t is None:
-            t = _zero_tangent(b, o)
-        touts.append(t)
+        tg = b.tan.get(o.id) if isinstance(o, Var) else None
+        if tg is None:
+            tg = _zero_tangent(b, o)
+        touts.append(tg)
     jg = Graph(g.name, g.inputs + tuple(tangent_inputs), tuple(b.ops), outs + tuple(touts), None, None, g.statics,
                g.provenance + ("forward mode",), g.assumed + tuple(dict.fromkeys(b.assumed)))
     return JVPGraph(jg, len(outs), tuple(wrt), tuple(tangent_inputs))
@@ -393,8 +393,8 @@ def _run(g: Graph, env: dict[int, Any]) -> None:
         return env[a.id] if isinstance(a, Var) else a.value
 
     for op in g.ops:
-        r = op.fn(*[map_atoms(a, get) for a in op.args],
-                  **{k: map_atoms(a, get) for k, a in op.kwargs if k[0] != "_"})
+        r = cast(Callable[..., Any], op.fn)(*[map_atoms(a, get) for a in op.args],
+                                            **{k: map_atoms(a, get) for k, a in op.kwargs if k[0] != "_"})
         bind_outputs(op, r, env)
 
 

@@ -141,7 +141,8 @@ class OdeProblem:
         rtol, atol = self.back_options["rtol"], self.back_options["atol"]
         if self.kind == "odeint":
             extra = {k: self.back_options[k] for k in _ODEINT_BACK if k in self.back_options}
-            return odeint(aug, s0, np.array([t_from, t_to]), rtol=rtol, atol=atol, **extra)[1]
+            at_to: np.ndarray = odeint(aug, s0, np.array([t_from, t_to]), rtol=rtol, atol=atol, **extra)[1]
+            return at_to
         extra = {"max_step": self.back_options["max_step"]} if "max_step" in self.back_options else {}
         # (t_eval: under a trace of this pullback, grad of grad, the adjoint rule applies to it too)
         res = solve_ivp(lambda t, s: aug(s, t), (t_from, t_to), s0, method=self.back_options["method"],
@@ -149,7 +150,8 @@ class OdeProblem:
         if res.status < 0:
             raise NoRuleError(f"{self.name}: the adjoint solve from t = {t_from!r} to {t_to!r} failed "
                               f"({res.message}); tighten or loosen the tolerances, or shorten the interval")
-        return res.y[:, -1]
+        last: np.ndarray = res.y[:, -1]
+        return last
 
     def adjoint(self, y0: np.ndarray, t0: float, times: np.ndarray, ys: np.ndarray, theta: tuple[Any, ...],
                 ybar: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, list[Any]]:

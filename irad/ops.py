@@ -82,7 +82,7 @@ def setitem(a: Any, index: Any, v: Any) -> np.ndarray:
 
 def iop(a: np.ndarray, b: Any, op: Any) -> np.ndarray:
     """``a op= b`` as a new array of ``a``'s dtype (in-place ops keep the dtype)."""
-    r = op(a, b)
+    r: np.ndarray = op(a, b)
     return r if r.dtype == a.dtype else r.astype(a.dtype)
 
 
@@ -182,10 +182,11 @@ def zeros_like(x: Any) -> Any:
 def add_into(a: np.ndarray, b: Any) -> np.ndarray:
     """``a + b`` written into ``a``'s buffer.  Only for an ``a`` nothing reads afterwards
     (see ``irad.passes.accumulate_in_place``)."""
-    return np.add(a, b, out=a)
+    out: np.ndarray = np.add(a, b, out=a)
+    return out
 
 
-def rebuild(cls: type, attrs: dict[str, Any]) -> Any:
+def rebuild(cls: type[object], attrs: dict[str, Any]) -> Any:
     """An instance of ``cls`` with the given attributes (a user object a rule receives)."""
     obj = cls.__new__(cls)
     obj.__dict__.update(attrs)

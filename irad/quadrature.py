@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -219,7 +219,7 @@ def _reads_traced(tracer: Any, g: Callable[..., Any], x0: float, extra: tuple[An
     other C code's callbacks); its ops are dropped."""
     n0 = len(tracer.ops)
     try:
-        return tracer.deep_tracked(tracer.call(g, (np.float64(x0),) + extra, {}))
+        return cast(bool, tracer.deep_tracked(tracer.call(g, (np.float64(x0),) + extra, {})))
     except IradError:
         return len(tracer.ops) > n0
     finally:
@@ -337,7 +337,7 @@ def _is_native(func: Any) -> bool:
     import ctypes
 
     from scipy import LowLevelCallable
-    return isinstance(func, (LowLevelCallable, ctypes._CFuncPtr))
+    return isinstance(func, (LowLevelCallable, ctypes._CFuncPtr))  # type: ignore[attr-defined]  # private in typeshed
 
 
 def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:

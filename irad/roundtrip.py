@@ -24,7 +24,7 @@ import array
 import functools
 import math
 import statistics
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 
@@ -32,6 +32,8 @@ from .errors import UnsupportedError
 from .ir import Var, is_differentiable
 
 if TYPE_CHECKING:
+    import types
+
     from .trace import Tracer
 
 #: C constructors that copy the items of an iterable into a buffer (``array.array('d', gen)``): the
@@ -140,7 +142,7 @@ def _raise_coerce(t: type, s: type) -> type:
     raise TypeError(f"don't know how to coerce {t.__name__} and {s.__name__}")
 
 
-_COERCE = getattr(statistics, "_coerce", _coerce)
+_COERCE: Callable[[type, type], type] = getattr(statistics, "_coerce", _coerce)
 
 
 def _statistics(fn: Any, body: Callable[..., Any]) -> Callable[..., Any]:
@@ -157,8 +159,8 @@ def _statistics(fn: Any, body: Callable[..., Any]) -> Callable[..., Any]:
             return NotImplemented
         data = args[0]
         kinds = {data.dtype.type} if isinstance(data, np.ndarray) else {type(x) for x in data}
-        functools.reduce(_COERCE, kinds, int)  # statistics' TypeError for mixed types (np.float32 and float)
-        return t.call_python(body, args, kwargs)
+        functools.reduce(_COERCE, kinds, cast(type, int))  # statistics' TypeError for mixed types (np.float32 and float)
+        return t.call_python(cast("types.FunctionType", body), args, kwargs)
     return handler
 
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Sequence, Union, cast
 
 import numpy as np
 
@@ -154,7 +154,7 @@ def check_rows(g: Graph, data: Sequence[int], reduce: str, fname: str = "loss", 
     pair = None if g2 is None else _Pair(g, g2, data, n, fname)
     an = _Analysis(n, fname, pair)
     for v in inputs:
-        an.forms[v.id] = Rows(-len(v.type.shape))
+        an.forms[v.id] = Rows(-len(cast(ArrayT, v.type).shape))  # (_row_count checked: arrays)
     for i, op in enumerate(g.ops):
         if pair is not None:  # NOTE: op by op, so that the first problem met is the one reported
             pair.align(i)
@@ -424,7 +424,7 @@ def _shape(a: Any) -> tuple[int, ...]:
     if isinstance(t, ArrayT):
         return t.shape
     if isinstance(a, Const) and isinstance(a.value, np.ndarray):
-        return a.value.shape
+        return cast(tuple[int, ...], a.value.shape)
     return ()
 
 
@@ -1514,7 +1514,7 @@ def _perturbed(args: Sequence[Any], argnums: Sequence[int], rng: np.random.Gener
         if isinstance(x, float):
             return x + (abs(x) + 0.1) * float(rng.standard_normal())
         if isinstance(x, np.ndarray) and x.dtype.kind == "f":
-            return x + (np.abs(x) + 0.1) * rng.standard_normal(x.shape).astype(x.dtype)
+            return x + (np.abs(x) + 0.1) * rng.standard_normal(cast(tuple[int, ...], x.shape)).astype(x.dtype)
         return x
     out = list(args)
     for a in argnums:

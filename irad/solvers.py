@@ -72,7 +72,7 @@ def _bwd(state: Any, tbar: Any) -> tuple[Any, ...]:
 defrule(implicit_root, _fwd, _bwd)
 
 
-class TracedResult(dict):
+class TracedResult(dict[str, Any]):
     """A SciPy result (``OptimizeResult``) inside a traced function: ``x`` and ``fun`` are traced;
     ``success``, ``status`` and ``message`` are the traced call's (a compiled program refuses a
     later solve that does not converge, so they say how it ended, not whether it is usable); the
@@ -124,7 +124,7 @@ def solver_args(args: Any) -> tuple[Any, ...]:
     return args if isinstance(args, tuple) else (args,)
 
 
-def _trace_at(tracer: Any, g: Callable[..., Any], solution: Any, extra: tuple[Any, ...], name: str,
+def _trace_at(tracer: Any, g: Callable[..., Any] | None, solution: Any, extra: tuple[Any, ...], name: str,
               more: tuple[Any, ...] = (), call: Callable[..., Any] | None = None, what: str = "") -> Graph | None:
     """``g(solution, *extra)`` traced with the solution as a fresh input: the graph of ``(x, *θ)``,
     θ being the values of the enclosing trace it reads, or None when it reads none.  Its ops are
@@ -314,7 +314,8 @@ def newton_call(tracer: Any, newton: Callable[..., Any], args: tuple[Any, ...], 
         if gradient is None:
             return NotImplemented
         options = {**opts, "fprime": True} if derivative else opts
-        problem = RootProblem(newton, options, lower(graph, "root_residual").fn, gradient)
+        problem: RootProblem | VectorRootProblem = RootProblem(newton, options, lower(graph, "root_residual").fn,
+                                                               gradient)
         y = _emit(tracer, implicit_root, problem, graph, root, (x0,))
         if results is None:
             return y
@@ -506,7 +507,9 @@ class ArgminProblem:
     def hessian_vjp(self, x: Any, *theta: Any) -> Callable[..., Any]:
         """irad's vjp of the objective's gradient at ``x``: ``c -> ((∂∇f/∂x)ᵀ c, (∂∇f/∂θ)ᵀ c...)``."""
         from .api import vjp
-        return vjp(lambda x_, *th: self.grad_x(x_, *th), np.asarray(x, dtype=np.float64), *theta)[1]
+        pullback: Callable[..., Any] = vjp(lambda x_, *th: self.grad_x(x_, *th), np.asarray(x, dtype=np.float64),
+                                           *theta)[1]
+        return pullback
 
     def hessian(self, x: Any, *theta: Any) -> np.ndarray:
         """The objective's Hessian in ``x`` (``x.size`` square)."""
@@ -531,7 +534,8 @@ def active_bounds(x: np.ndarray, gradient: np.ndarray, bounds: Any) -> np.ndarra
         lo, hi = (np.asarray(c, dtype=np.float64).reshape(x.shape) for c in zip(*pairs))
     near = 1e-6 * np.maximum(1.0, np.abs(x))
     push = 1e-6 * max(1.0, float(np.max(np.abs(gradient), initial=0.0)))
-    return ((x - lo <= near) & (gradient > push)) | ((hi - x <= near) & (gradient < -push))
+    active: np.ndarray = ((x - lo <= near) & (gradient > push)) | ((hi - x <= near) & (gradient < -push))
+    return active
 
 
 def implicit_argmin(problem: ArgminProblem, x0: Any, *theta: Any) -> np.ndarray:

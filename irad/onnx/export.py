@@ -1,7 +1,7 @@
 """Export: an irad Graph (or a function compiled by irad) -> ``onnx.ModelProto``."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 import onnx
@@ -10,7 +10,7 @@ from onnx import helper, numpy_helper
 
 from .. import loops
 from ..ir import GUARD_PRIMS, Graph, Op, Type, Var
-from .ops import _DT, MULTI_OPS, OPS, OPSET, ExportError, _Builder, _dtype, _shape, _Unsupported
+from .ops import _DT, MULTI_OPS, OPS, OPSET, Emit, ExportError, _Builder, _dtype, _shape, _Unsupported
 
 
 def _at(op: Op) -> str:
@@ -135,7 +135,7 @@ def _emit_ops(b: _Builder, ops: Sequence[Op], problems: list[str], rules: "_Rule
             if multi is not None:
                 multi(b, op, names)
             else:
-                emit(b, op, names[0])
+                cast(Emit, emit)(b, op, names[0])  # (not None: checked above)
         except (_Unsupported, KeyError) as e:
             problems.append(f"{op.prim}{_at(op)}: {e}")
             continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import operator
 import re
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence, cast
 
 import numpy as np
 import onnx
@@ -174,11 +174,12 @@ def _constant_node(node: onnx.NodeProto) -> np.ndarray:
     if len(node.attribute) != 1:
         raise _Unsupported("a Constant node must carry exactly one value attribute")
     a = node.attribute[0]
-    kinds = {("value", AttributeProto.TENSOR): lambda: to_array(a.t, "value"),
-             ("value_float", AttributeProto.FLOAT): lambda: np.array(a.f, np.float32),
-             ("value_floats", AttributeProto.FLOATS): lambda: np.array(list(a.floats), np.float32),
-             ("value_int", AttributeProto.INT): lambda: np.array(a.i, np.int64),
-             ("value_ints", AttributeProto.INTS): lambda: np.array(list(a.ints), np.int64)}
+    kinds: dict[tuple[str, int], Callable[[], np.ndarray]] = {
+        ("value", AttributeProto.TENSOR): lambda: to_array(a.t, "value"),
+        ("value_float", AttributeProto.FLOAT): lambda: np.array(a.f, np.float32),
+        ("value_floats", AttributeProto.FLOATS): lambda: np.array(list(a.floats), np.float32),
+        ("value_int", AttributeProto.INT): lambda: np.array(a.i, np.int64),
+        ("value_ints", AttributeProto.INTS): lambda: np.array(list(a.ints), np.int64)}
     make = kinds.get((a.name, a.type))
     if make is None:
         raise _Unsupported(f"a Constant given by {a.name[:40]!r} (irad reads numeric tensors only)")
@@ -416,5 +417,5 @@ def load(model: "onnx.ModelProto | str", params: str = "constants",
                            for _, dt, s in imported.inputs]
     if params == "inputs":
         examples.append(imported.params)
-    return trace(fn, *examples)
+    return cast(Graph, trace(fn, *examples))
 

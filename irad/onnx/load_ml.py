@@ -14,6 +14,7 @@ and static shapes are spelled into the source.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 from onnx import AttributeProto
@@ -51,7 +52,7 @@ def _strings_given(n: Node, name: str) -> bool:
     return a is not None and len(a.strings) > 0
 
 
-def _declare(n: Node, k: int, dtype: type, shape: tuple[int, ...]) -> None:
+def _declare(n: Node, k: int, dtype: type | np.dtype, shape: tuple[int, ...]) -> None:
     """Output ``k``'s type and shape as onnxruntime computes them, for the nodes after it: ONNX's
     inference gives most of these ops none, and LinearClassifier's scores a wrong (N, 0), so the
     shape computed here replaces an inferred one; a declared type that differs is refused."""
@@ -307,7 +308,9 @@ def _imputer(n: Node) -> str:
             raise _Unsupported("replaced_value_int64 missing")
         mask = f"{x} == np.int64({n.attr_int('replaced_value_int64')})"
         _typed(n, "replaced_value_float", AttributeProto.FLOAT, "a float")  # of float imputation only
-        vals = n.constant(np.array(ints, np.int64).reshape(_per_feature(n, len(ints), "imputed values")), "imputed")
+        int_vals = cast("list[int]", ints)  # (not None: exactly one of floats and ints is)
+        vals = n.constant(np.array(int_vals, np.int64).reshape(_per_feature(n, len(int_vals), "imputed values")),
+                          "imputed")
     _declare(n, 0, dt, n.shape())
     return f"np.where({mask}, {vals}, {x})"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from onnx import helper
@@ -49,9 +49,9 @@ def _slices(starts: Any, ends: Any, axes: Any, steps: Any, shape: tuple[int, ...
 
 
 for _op, _sym in _NP_BINARY.items():
-    NODES[_op] = lambda n, s=_sym: f"{n.x(0)} {s} {n.x(1)}"
+    NODES[_op] = cast(Handler, lambda n, s=_sym: f"{n.x(0)} {s} {n.x(1)}")
 for _op, _fn in _NP_UNARY.items():
-    NODES[_op] = lambda n, f=_fn: f"{f}({n.x()})"
+    NODES[_op] = cast(Handler, lambda n, f=_fn: f"{f}({n.x()})")
 
 
 def _activation(template: str, **defaults: float) -> Handler:
@@ -351,6 +351,8 @@ def _clip(n: Node) -> str:
     """Bounds are optional inputs from opset 11 (attributes before)."""
     x = n.x()
     if n.opset < 11:
+        lo: str | None
+        hi: str | None
         lo, hi = (repr(n.attr_float(k, d)) for k, d in (("min", -math.inf), ("max", math.inf)))
         lo, hi = (None if v in ("inf", "-inf") else v for v in (lo, hi))
     else:

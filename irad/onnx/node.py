@@ -21,8 +21,9 @@ from onnx import AttributeProto, numpy_helper
 from ..lower import ascii_name
 from .ops import _Unsupported
 
-_ATTR_KIND = {AttributeProto.INT: "an int", AttributeProto.INTS: "a list of ints", AttributeProto.STRING: "a string",
-              AttributeProto.FLOAT: "a float", AttributeProto.TENSOR: "a tensor"}
+_ATTR_KIND: dict[int, str] = {
+    AttributeProto.INT: "an int", AttributeProto.INTS: "a list of ints", AttributeProto.STRING: "a string",
+    AttributeProto.FLOAT: "a float", AttributeProto.TENSOR: "a tensor"}
 
 def ident(name: str, used: set[str]) -> str:
     """A fresh ASCII identifier for an ONNX name (user text: only a hint, never spliced)."""

@@ -6,13 +6,13 @@ Static shapes come from the IR types, so no entry computes shapes inside the mod
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 import onnx  # the onnx package (absolute import), not irad.onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ..errors import IradError, LoadError  # noqa: F401 (LoadError: re-exported)
+from ..errors import IradError, LoadError as LoadError  # noqa: F401 (LoadError: re-exported)
 from ..ir import ArrayT, Const, Op, ScalarT, Type, Var
 
 class ExportError(IradError):
@@ -494,7 +494,10 @@ def _getitem(b: _Builder, op: Op, out: str) -> None:
         else:
             s0 = int(v) % n
             s1, st = s0 + 1, 1
-        starts.append(s0), ends.append(s1), axes.append(ax), steps.append(st)
+        starts.append(s0)
+        ends.append(s1)
+        axes.append(ax)
+        steps.append(st)
     if axes:
         name = b.node("Slice", [name, b.ints(starts), b.ints(ends), b.ints(axes), b.ints(steps)])
     b.node("Reshape", [name, b.ints(_shape(op.out.type))], out=out)
@@ -514,7 +517,7 @@ def _const_index(idx: Any) -> Any:
 def _positions(shape: tuple[int, ...], index: Any) -> np.ndarray:
     """Flat positions of ``a[index]`` in ``a`` (any static index numpy accepts)."""
     try:
-        return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)[index]
+        return cast(np.ndarray, np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)[index])
     except Exception as e:
         raise _Unsupported(f"index {index!r}: {e}") from None
 
@@ -542,14 +545,14 @@ def _index_items(idx: Any) -> list[Any]:
 
 def _traced_mask(b: _Builder, vals: list[Any], shape: tuple[int, ...]) -> Var | None:
     """The traced boolean array of ``a[mask]`` (leading axes of ``a``); None for other indices."""
-    masks = [v for v in vals if isinstance(v, Var) and b.meta(v)[0] == "bool"]
+    masks: list[Var] = [v for v in vals if isinstance(v, Var) and b.meta(v)[0] == "bool"]
     if not masks:
         return None
     full = [v is Ellipsis or (isinstance(v, slice) and v == slice(None)) for v in vals[1:]]
     mshape = b.meta(masks[0])[1]
     if vals[0] is not masks[0] or not all(full) or not mshape or tuple(shape[:len(mshape)]) != tuple(mshape):
         raise _Unsupported("a traced boolean mask that is not the whole index (a[mask] on leading axes)")
-    return masks[0]
+    return cast(Var, masks[0])  # (a Var: the `is not` test above narrows it to Any)
 
 
 def _advanced(b: _Builder, x: str, shape: tuple[int, ...], vals: list[Any]) -> tuple[str, tuple[int, ...]]:
@@ -599,14 +602,15 @@ def _advanced(b: _Builder, x: str, shape: tuple[int, ...], vals: list[Any]) -> t
     adv_axes, adv_vals, slice_axes = [], [], []
     for ax, v in enumerate(items):
         if not isinstance(v, slice):
-            adv_axes.append(ax), adv_vals.append(v)
+            adv_axes.append(ax)
+            adv_vals.append(v)
             continue
         slice_axes.append(ax)
         if v != slice(None):
             s0, s1, st = v.indices(dims[ax])
             dims[ax] = len(range(s0, s1, st))
-            for k, e in enumerate((s0, _INT64_MIN if st < 0 and s1 < 0 else s1, ax, st)):
-                sl[k].append(e)
+            for k, item in enumerate((s0, _INT64_MIN if st < 0 and s1 < 0 else s1, ax, st)):
+                sl[k].append(item)
     if sl[2]:
         x = b.node("Slice", [x] + [b.ints(e) for e in sl])
     perm = adv_axes + slice_axes
@@ -633,9 +637,9 @@ def _advanced(b: _Builder, x: str, shape: tuple[int, ...], vals: list[Any]) -> t
             c = np.where(c < 0, c + n, c) * stride
             const = c if const is None else const + c
     if const is not None:
-        flat = b.node("Add", [flat, b.array(const)])
+        flat = b.node("Add", [cast(str, flat), b.array(const)])  # (a traced item set it)
     bshape = np.broadcast_shapes(*(b.meta(v)[1] if isinstance(v, Var) else np.shape(v) for v in adv_vals))
-    x = b.node("Gather", [x, flat], axis=0)
+    x = b.node("Gather", [x, cast(str, flat)], axis=0)
     p = sum(1 for a in slice_axes if a < adv_axes[0])
     if adjacent and p:
         nb = len(bshape)
@@ -673,9 +677,9 @@ def _scatter(reduction: str | None) -> Emit:
             if b.meta(v)[1]:
                 raise _Unsupported("an array assigned through a traced boolean mask")
             mshape = b.meta(mask)[1]
-            m = b.node("Reshape", [b.atom(mask)[0], b.ints(list(mshape) + [1] * (len(shape) - len(mshape)))])
+            cond = b.node("Reshape", [b.atom(mask)[0], b.ints(list(mshape) + [1] * (len(shape) - len(mshape)))])
             vn = b.cast(v, dt)
-            r = b.node("Where", [m, b.node("Add", [b.cast(a, dt), vn]) if reduction else vn, b.cast(a, dt)])
+            r = b.node("Where", [cond, b.node("Add", [b.cast(a, dt), vn]) if reduction else vn, b.cast(a, dt)])
             b.node("Identity", [r], out=out)
             return
         if traced:  # the table of flat positions, made at run time (a Range: not an initializer of a's size)
@@ -693,7 +697,8 @@ def _scatter(reduction: str | None) -> Emit:
         if m == 0:
             r = flat
         elif reduction or not traced:
-            r = b.node("ScatterND", [flat, pos, upd], **({"reduction": reduction} if reduction else {}))
+            r = b.node("ScatterND", [flat, pos, upd],
+                       **cast("dict[str, Any]", {"reduction": reduction} if reduction else {}))
         else:
             # numpy keeps the last of repeated assignments; ScatterND leaves their order undefined.  So:
             # the number of the last update of each position (a max-scatter of 0..m-1), a Gather of it
@@ -906,6 +911,8 @@ def _tensordot(b: _Builder, op: Op, out: str) -> None:
     x, y = op.args[:2]
     axes = op.kw("axes", 2) if len(op.args) < 3 else op.args[2].value
     rx, ry = len(b.meta(x)[1]), len(b.meta(y)[1])
+    ax: list[Any]
+    ay: list[Any]
     if isinstance(axes, (int, np.integer)):
         ax, ay = list(range(rx - int(axes), rx)), list(range(int(axes)))
     else:
@@ -944,7 +951,7 @@ def _var(b: _Builder, op: Op, out: str) -> None:
 def _method_transpose(b: _Builder, op: Op, out: str) -> None:
     x = op.args[0]
     rank = len(b.meta(x)[1])
-    rest = [a.value if isinstance(a, Const) else None for a in op.args[1:]]
+    rest: list[Any] = [a.value if isinstance(a, Const) else None for a in op.args[1:]]
     if len(rest) == 1 and isinstance(rest[0], (tuple, list)):
         rest = list(rest[0])
     if any(r is None for r in rest):

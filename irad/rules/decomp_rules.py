@@ -438,7 +438,7 @@ def norm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     Ties (inf-norms, max row/column sums) split evenly; the 2-norm at 0 gets 0."""
     x, y, kind, axes, ordv, keepdims, n = s
     shape = np.shape(x)
-    rest = nones(n - 1)
+    rest: tuple[Any, ...] = nones(n - 1)
     yk = y if keepdims else np.expand_dims(y, axes)
     gk = g if keepdims else np.expand_dims(g, axes)
     if n >= 2:  # ord given positionally: a float ord can be differentiated (p-norms) or not at all

@@ -21,7 +21,7 @@ import threading
 import types
 import types as types_mod
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -141,9 +141,9 @@ def _qualname(fn: Any) -> str:
     if isinstance(fn, np.ufunc):
         if getattr(np, fn.__name__, None) is not fn:
             for where in ("scipy.special", "scipy.special._ufuncs"):  # (its private ufuncs: _zeta, _lambertw)
-                mod = sys.modules.get(where)
-                if mod is not None and getattr(mod, fn.__name__, None) is fn:
-                    return f"{where}.{fn.__name__}"
+                mod_ = sys.modules.get(where)
+                if mod_ is not None and getattr(mod_, fn.__name__, None) is fn:
+                    return f"{where}.{cast(np.ufunc, fn).__name__}"
         return f"numpy.{fn.__name__}"
     if isinstance(fn, types.BuiltinMethodType) and fn.__self__ is not None and not isinstance(fn.__self__, types.ModuleType):
         owner = fn.__self__

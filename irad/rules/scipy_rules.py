@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -345,8 +345,9 @@ def _poisson_dlogpmf(k: Any, mu: Any, loc: Any) -> tuple[Any, ...]:
     return None, (k - loc) / mu - 1.0, None
 
 
-_DLOGPDF = {"norm": _norm_dlogpdf, "t": _t_dlogpdf, "gamma": _gamma_dlogpdf, "beta": _beta_dlogpdf,
-            "poisson": _poisson_dlogpmf, "erlang": _gamma_dlogpdf}
+_DLOGPDF: dict[str, Callable[..., tuple[Any, ...]]] = {
+    "norm": _norm_dlogpdf, "t": _t_dlogpdf, "gamma": _gamma_dlogpdf, "beta": _beta_dlogpdf,
+    "poisson": _poisson_dlogpmf, "erlang": _gamma_dlogpdf}
 _PARAMS = {"norm": (("loc", 0.0), ("scale", 1.0)),
            "t": (("df",), ("loc", 0.0), ("scale", 1.0)),
            "gamma": (("a",), ("loc", 0.0), ("scale", 1.0)),
@@ -534,7 +535,7 @@ def _load_stats() -> None:
     for name in ("norm", "t", "gamma", "beta"):
         dist = getattr(st, name)
         tp = (type(dist),)
-        params = ("self", "x") + _PARAMS[name]
+        params: tuple[Any, ...] = ("self", "x") + _PARAMS[name]
         T.rule(rv_continuous.logpdf, logpdf_fwd, logpdf_pullback, "parameters get cotangents", types=tp,
                label=f"scipy.stats.{name}.logpdf", params=params)
         T.rule(rv_continuous.pdf, pdf_fwd, logpdf_pullback, "parameters get cotangents", types=tp,
@@ -1169,8 +1170,9 @@ def _beta_cdf_parts(z: Any, a: Any, b: Any) -> tuple[Any, tuple[Any, ...]]:
     return logd, (NotImplemented, NotImplemented)
 
 
-_CDF_PARTS = {"t": _t_cdf_parts, "chi2": _chi2_cdf_parts, "gamma": _gamma_cdf_parts, "beta": _beta_cdf_parts,
-              "erlang": _gamma_cdf_parts}  # (erlang is a subclass of gamma's class)
+_CDF_PARTS: dict[str, Callable[..., Any]] = {
+    "t": _t_cdf_parts, "chi2": _chi2_cdf_parts, "gamma": _gamma_cdf_parts, "beta": _beta_cdf_parts,
+    "erlang": _gamma_cdf_parts}  # (erlang is a subclass of gamma's class)
 
 
 def _cdf_state(self: Any, x: Any, args: tuple[Any, ...], kw: dict[str, Any], y: Any, kind: str) -> Any:
