@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence, cast
 import numpy as np
 
 from . import loops
+from . import passes as irad_passes  # a loop's step is a graph of its own: it goes through the pipeline
 from . import ops as irad_ops
 from .effects import is_impure_prim
 from .errors import GradError, NoRuleError
@@ -533,8 +534,7 @@ def _no_rule(op: Op, args: list[Any]) -> NoRuleError:
     types_ = ", ".join(str(typeof(a)) if not isinstance(a, (list, tuple)) else type(a).__name__ for a in args)
     where = f" at {op.loc.long}" if op.loc else ""
     short = op.prim.rsplit(".", 1)[-1]
-    from .trace import LIBRARY_FAILURES
-    failed = LIBRARY_FAILURES.get(op.prim)
+    failed = registry.LIBRARY_FAILURES.get(op.prim)
     why = (f"irad could not trace through its Python body ({failed})" if failed is not None
            else "irad cannot trace through it (it is not Python code)")
     return NoRuleError(
@@ -577,8 +577,6 @@ def _loop_forward(b: _Builder, op: Op, active: set[int], useful: set[int]) -> _S
     """Differentiate the step once (on the first iteration's values), optimise it with the default
     passes, split it into forward and backward steps, and emit the forward loop, whose extra ys
     are what the backward step reads."""
-    from . import passes as irad_passes  # NOTE: the step is a graph of its own: it goes through the pipeline
-    from .api import split
     loop = loops.loop_of(op)
     body, nc, ni = loop.body, loop.n_carry, loop.n_inv
     init, inv, xs = op.args
@@ -607,7 +605,7 @@ def _loop_forward(b: _Builder, op: Op, active: set[int], useful: set[int]) -> _S
     vals = loops.values_of(stepped, first)
     jb = reverse(stepped, vals, wrt, seed="input", outputs=nc + len(useful_ys))
     opt = irad_passes.run(jb.graph, None)
-    fwd_b, bwd_b, n_res = split(jb, opt)
+    fwd_b, bwd_b, n_res = irad_passes.split(jb, opt)
     n_out = len(stepped.outputs)
     if loop.remat:  # keep the step's inputs only; the backward step runs the forward step again first
         fwd_b, bwd_b = _recomputed(fwd_b, bwd_b, n_res, stepped, irad_passes.dce)

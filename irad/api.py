@@ -17,15 +17,17 @@ import types
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from . import ad, loops, tiers
+from . import passes as irad_passes
 from .entry import MISS, make_entry
-from .errors import GradError, GuardError, MutationError
+from .errors import GradError, GuardError, MutationError, def_site
 from .ir import ArrayT, Const, Graph, ScalarT, Var, collector_paused, map_atoms
 from .lower import lower
+from .passes.partition import evaluate_residuals, split
 from .pytree import REGISTRY, Depth, Node, TreeDef, flatten, rebuild, unflatten
 from .signature import RETRACE_WARN_AFTER, RetraceWarning  # noqa: F401  (public: the warning and its threshold)
 from .signature import NO_ASSUMPTIONS, Assumptions, Identity, ProgramCache, call_key, effect_dep
@@ -328,7 +330,7 @@ def _aux_split(g: Graph, f: Callable[..., Any], what: str) -> int:
     (leaves) of the first part, which come first.  Anything else is a ``GradError``."""
     tree = g.out_tree
     if tree is None or tree.kind not in ("tuple", "list") or len(tree.children) != 2:
-        site = _def_site(f) or getattr(f, "__name__", "f")
+        site = def_site(f) or getattr(f, "__name__", "f")
         raise GradError(f"{what} of {site} with has_aux=True: the function must return a pair (output, aux), "
                         f"it returned {_describe_tree(tree)}")
     return tree.children[0].num_leaves
@@ -348,7 +350,7 @@ def _check_output(g: Graph, f: Callable[..., Any], holomorphic: bool, n_diff: in
     autograd allows), or a complex one when ``holomorphic=True`` (JAX's rule).  A complex output
     without it is refused: its real and imaginary parts have two different gradients.  ``n_diff``:
     the outputs that are differentiated (``has_aux``: the first part of the pair)."""
-    fname = _def_site(f) or getattr(f, "__name__", "f")
+    fname = def_site(f) or getattr(f, "__name__", "f")
     outs = list(g.outputs if n_diff is None else g.outputs[:n_diff])
     o = outs[0] if len(outs) == 1 else None
     one = o is not None and (isinstance(o, Const) and not isinstance(o.value, (bool, int, np.bool_, np.integer))
@@ -369,7 +371,7 @@ def _check_output(g: Graph, f: Callable[..., Any], holomorphic: bool, n_diff: in
 
 
 def _check_holomorphic_inputs(g: Graph, wrt: list[int], f: Callable[..., Any]) -> None:
-    fname = _def_site(f) or getattr(f, "__name__", "f")
+    fname = def_site(f) or getattr(f, "__name__", "f")
     for i in wrt:
         if not _is_complex(g.inputs[i].type):
             raise GradError(f"grad of {fname} with holomorphic=True: input {g.inputs[i].hint or i} is "
@@ -384,7 +386,7 @@ def _build(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, ...], 
     _check_numbers(f, outs, "grad")
     n_diff = _aux_split(g, f, "grad") if has_aux else None
     _check_output(g, f, holomorphic, n_diff)
-    wrt_leaf, slots = _wrt_inputs(g, args, kwargs, nums, f"grad of {_def_site(f) or fname}")
+    wrt_leaf, slots = _wrt_inputs(g, args, kwargs, nums, f"grad of {def_site(f) or fname}")
     if holomorphic:
         _check_holomorphic_inputs(g, wrt_leaf, f)
     with collector_paused():  # NOTE: a long graph's Vars and Ops would be scanned again and again
@@ -419,7 +421,6 @@ def _build_joint(f: Callable[..., Any], g: Graph, tracer: Any, args: tuple[Any, 
             setattrs.append((o, name, None, a.value))
     if finals:  # NOTE: extra outputs after the gradients: written back once the program has finished
         jg = jg.replace(outputs=jg.outputs + tuple(finals))
-    from . import passes as irad_passes
     jg = irad_passes.run(jg, passes)
     low = lower(jg, f"{fname}_grad")
     slots = [(a, tree, [None if k is None else joint.n_outputs + k for k in idx]) for a, tree, idx in slots]
@@ -438,20 +439,6 @@ def _is_number_type(t: Any) -> bool:
         return True
     return isinstance(t, ArrayT) and t.dtype.startswith(("float", "complex", "longdouble", "clongdouble", "int",
                                                           "uint", "bool"))
-
-
-def _def_site(f: Any) -> str:
-    """``qualname (file:line)`` of the function the user handed to irad, as far as it can be found."""
-    while isinstance(f, functools.partial):
-        f = f.func
-    try:
-        f = inspect.unwrap(f)
-    except ValueError:
-        pass
-    code = getattr(getattr(f, "__func__", f), "__code__", None)
-    if code is None:
-        return ""
-    return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
 
 
 def _check_numbers(f: Callable[..., Any], outs: list[Any], what: str) -> None:
@@ -489,7 +476,7 @@ def _check_numbers(f: Callable[..., Any], outs: list[Any], what: str) -> None:
             hint = "return the number itself from a plain (not async) function"
         elif isinstance(value, (str, bytes)) or (o.type is not None and str(o.type) in ("str", "bytes")):
             hint = "return the number itself, and format it outside the differentiated function"
-        site = site or _def_site(f)
+        site = site or def_site(f)
         raise GradError(f"{what} of {fname}: the function returned {desc}, not a number, so it has no gradient"
                         + (f"\n  at {site}" if site else "") + f"\n  {hint}")
 
@@ -841,7 +828,6 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         -> tuple[VJPProgram, Any, list[Any]]:
     """The programs of ``vjp(f, *args)``, ``f``'s value(s) at this call (``(y, aux)`` with
     ``has_aux``) and the residuals of this call."""
-    from . import passes as irad_passes
 
     g, tracer, _ = trace_values(f, args, kwargs, deep=frozenset(range(len(args))))
     _check_numbers(f, list(g.outputs), "vjp")
@@ -857,7 +843,7 @@ def _compile_vjp(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     wrt: list[int] = []
     slots: list[tuple[TreeDef, list[int | None]]] = []
     pos = 0
-    site = f"vjp of {_def_site(f) or getattr(f, '__name__', 'f')}"
+    site = f"vjp of {def_site(f) or getattr(f, '__name__', 'f')}"
     for k, (a, tree) in enumerate(zip(args, g.in_tree.children[0].children)):
         idx: list[int | None] = []
         for j in range(tree.num_leaves):
@@ -904,7 +890,7 @@ def _refuse_integer_arrays(f: Callable[..., Any], k: int, leaves: list[Any]) -> 
     if arrays:
         kinds = ", ".join(sorted({f"{x.dtype} {'array' if isinstance(x, np.ndarray) else 'scalar'}"
                                   for x in arrays}))
-        site = _def_site(f) or getattr(f, "__name__", "f")
+        site = def_site(f) or getattr(f, "__name__", "f")
         raise GradError(f"vjp of {site}: argument {k} ({kinds}) is not differentiable; integer and boolean "
                         "arrays get no cotangent and no argument is a float — pass floats (x.astype(float))")
 
@@ -929,67 +915,6 @@ def _pullback(prog: VJPProgram, residuals: list[Any], f: Callable[..., Any]) -> 
     pullback.source = prog.bwd_source  # type: ignore[attr-defined]
     pullback.forward_source = prog.fwd_source  # type: ignore[attr-defined]
     return pullback
-
-
-def evaluate_residuals(fwd_g: Graph, joint: ad.Joint, values: dict[int, Any]) -> list[Any]:
-    """The residuals of the traced call.  Values the transform computed are reused; residuals
-    that passes introduced (inlined rule state) are recomputed from them by the forward ops that
-    define them, never by running ``f`` (or its effects) again."""
-    from .ir import bind_outputs, map_atoms
-    # NOTE: rule state may have changed form in the passes (a lifted closure's state is its
-    # captured values): state values are recomputed, never reused
-    states = _state_ids(joint.graph)  # NOTE: once, not once per value (that was quadratic)
-    env = {k: v for k, v in joint.values.items() if k not in states}
-    need = [o for o in fwd_g.outputs[joint.n_outputs:] if isinstance(o, Var) and o.id not in env]
-    if need:
-        from .effects import is_impure_prim
-        for op in fwd_g.ops:
-            if all(o.id in env for o in op.outs) or is_impure_prim(op.prim):
-                continue
-            r = cast(Callable[..., Any], op.fn)(
-                *[map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value) for a in op.args],
-                **{k: map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value)
-                   for k, a in op.kwargs if k[0] != "_"})
-            bind_outputs(op, r, env)
-    return [env[o.id] if isinstance(o, Var) else o.value for o in fwd_g.outputs[joint.n_outputs:]]
-
-
-def _state_ids(g: Graph) -> set[int]:
-    from .ir import STATE
-    return {o.id for op in g.ops for o in op.outs if o.type == STATE}
-
-
-def split(joint: ad.Joint, g: Graph | None = None) -> tuple[Graph, Graph, int]:
-    """Partition a joint graph (``joint.graph``, or an optimised version ``g`` of it) into a forward
-    graph (outputs + residuals) and a backward graph (residuals + output cotangents -> input
-    cotangents), like JAX's ``fwd_and_bwd``."""
-    g = joint.graph if g is None else g
-    seeds = {v.id for v in joint.ybar_inputs}
-    depends = set(seeds)
-    fwd_ops, bwd_ops = [], []
-    for op in g.ops:
-        if any(v.id in depends for v in op.inputs):
-            bwd_ops.append(op)
-            depends.update(o.id for o in op.outs)
-        else:
-            fwd_ops.append(op)
-    fwd_defined = {v.id: v for v in g.inputs if v.id not in seeds} | {o.id: o for op in fwd_ops for o in op.outs}
-    res: dict[int, Var] = {}
-    for op in bwd_ops:
-        for v in op.inputs:
-            if v.id in fwd_defined and v.id not in seeds:
-                res.setdefault(v.id, v)
-    grad_outs = g.outputs[joint.n_outputs:]
-    for o in grad_outs:
-        if isinstance(o, Var) and o.id in fwd_defined:
-            res.setdefault(o.id, o)
-    residuals = tuple(res.values())
-    n_in = len(g.inputs) - len(joint.ybar_inputs)
-    fwd = Graph(g.name + "_fwd", g.inputs[:n_in], tuple(fwd_ops), tuple(g.outputs[: joint.n_outputs]) + residuals,
-                None, None, g.statics, g.provenance + ("split: forward",))
-    bwd = Graph(g.name + "_bwd", residuals + joint.ybar_inputs, tuple(bwd_ops), tuple(grad_outs), None, None, (),
-                g.provenance + ("split: backward",))
-    return fwd, bwd, len(residuals)
 
 
 vjp.__irad_trace_call__ = _vjp_traced  # type: ignore[attr-defined]

@@ -30,7 +30,7 @@ import dask
 import dask.array as da
 
 from . import api
-from .errors import GradError, GuardError, MutationError, ShipError
+from .errors import GradError, GuardError, MutationError, ShipError, def_site
 from .rows import check_rows, probe_rows
 from .signature import call_key
 from .trace import trace_values
@@ -254,7 +254,7 @@ class DaskValueAndGrad:
         self.argnums = argnums
         self.data = (data,) if isinstance(data, int) else tuple(data)
         self.reduce = reduce
-        self.site = api._def_site(loss) or getattr(loss, "__name__", "loss")
+        self.site = def_site(loss) or getattr(loss, "__name__", "loss")
         self.__name__ = f"irad.dask.value_and_grad({getattr(loss, '__name__', 'loss')})"
         self.traces = 0
         self._programs: "OrderedDict[Any, _Entry]" = OrderedDict()

@@ -21,11 +21,11 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from . import ad
-from .api import (_argnums, _aux_split, _builder, _check_numbers, _def_site, _deep, _is_complex, _wrt_inputs,
-                  evaluate_residuals, split)
+from .api import _argnums, _aux_split, _builder, _check_numbers, _deep, _is_complex, _wrt_inputs
+from .passes.partition import evaluate_residuals, split
 from .batching import Batcher, batch
 from .rules import batch_rules  # noqa: F401  (the batching rules register themselves)
-from .errors import GradError, GuardError, MutationError
+from .errors import GradError, GuardError, MutationError, def_site
 from .ir import ArrayT, Graph, Op, ScalarT, Var, const
 from .lower import Lowered, lower
 from .pytree import TreeDef, flatten, unflatten
@@ -251,7 +251,7 @@ def _trace_checked(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     the graph, the tracer, how many outputs are differentiated, the inputs to differentiate and
     how each argnum's result is laid out."""
     fname = getattr(f, "__name__", "f")
-    site = _def_site(f) or fname
+    site = def_site(f) or fname
     g, tracer, _ = trace_values(f, args, kwargs, deep=frozenset(nums))
     _check_numbers(f, list(g.outputs), what)
     n_diff = _aux_split(g, f, what) if has_aux else len(g.outputs)
@@ -434,7 +434,7 @@ def _compile_fwd(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     from .forward import forward
 
     fname = getattr(f, "__name__", "f")
-    site = _def_site(f) or fname
+    site = def_site(f) or fname
     g, tracer, n_diff, wrt, arg_slots = _trace_checked(f, args, kwargs, nums, has_aux, "jacfwd")
     for k in wrt:
         if _is_complex(g.inputs[k].type):

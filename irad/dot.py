@@ -74,7 +74,7 @@ def _attrs(**kw: str) -> str:
 
 
 def _split_role(g: Graph) -> str | None:
-    """``forward``/``backward`` for the halves of ``irad.api.split``, else None."""
+    """``forward``/``backward`` for the halves of ``irad.passes.split``, else None."""
     for p in reversed(g.provenance):
         if p.startswith("split: "):
             return p[len("split: "):]

@@ -4,6 +4,10 @@ Messages say what happened, where (function and file:line) and what the user can
 """
 from __future__ import annotations
 
+import functools
+import inspect
+from typing import Any
+
 
 class IradError(Exception):
     """Base class of all irad errors."""
@@ -86,3 +90,18 @@ class ShipError(IradError, TypeError):
     """``irad.dask``: a compiled chunk program holds a constant that plain ``pickle`` cannot send
     to a worker (a lambda, a local class, an open file); the message names it and the line of the
     loss that uses it."""
+
+
+def def_site(f: Any) -> str:
+    """``qualname (file:line)`` of the function the user handed to irad, as far as it can be found:
+    what messages name the function by."""
+    while isinstance(f, functools.partial):
+        f = f.func
+    try:
+        f = inspect.unwrap(f)
+    except ValueError:
+        pass
+    code = getattr(getattr(f, "__func__", f), "__code__", None)
+    if code is None:
+        return ""
+    return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"

@@ -25,8 +25,9 @@ import numpy as np
 from . import ad
 from . import ops as irad_ops
 from .ad import Joint, _no_rule, _positional, _var_paths
-from .api import _aux_split, _check_numbers, _def_site, _describe_tree, _weakrefable, split, vjp
-from .errors import GradError, GuardError, MutationError, NoRuleError
+from .api import _aux_split, _check_numbers, _describe_tree, _weakrefable, vjp
+from .passes.partition import split
+from .errors import GradError, GuardError, MutationError, NoRuleError, def_site
 from .hooks import paused
 from .ir import STATE, ArrayT, Const, Graph, Op, ScalarT, Var, bind_outputs, const, is_differentiable, map_atoms
 from .lower import lower
@@ -678,7 +679,7 @@ def _tangent_leaves(prog: JVPProgram, f: Any, leaves: list[Any], tangents: Any,
     n_primals = len(prog.in_tree.children[0].children)
     n = n_primals if argnums is None else len(argnums)
     if type(tangents) not in (tuple, list) or len(tangents) != n:
-        raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: tangents must be a tuple with one "
+        raise GradError(f"jvp of {def_site(f) or getattr(f, '__name__', 'f')}: tangents must be a tuple with one "
                         f"entry per primal ({n}), got {type(tangents).__name__}"
                         + (f" of {len(tangents)}" if type(tangents) in (tuple, list) else ""))
     deep = frozenset(range(n_primals))
@@ -697,14 +698,14 @@ def _tangent_leaves(prog: JVPProgram, f: Any, leaves: list[Any], tangents: Any,
             tl[starts[a]:starts[a + 1]] = sub
         ttree = None
     if not same:
-        raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: the tangents' structure differs from "
+        raise GradError(f"jvp of {def_site(f) or getattr(f, '__name__', 'f')}: the tangents' structure differs from "
                         f"the primals' ({_describe_tree(prog.in_tree.children[0])}); give one tangent per primal "
                         "leaf, in the same containers")
     out = []
     for i in prog.tan_pos:
         p, t = leaves[i], tl[i]
         if np.shape(t) != np.shape(p):
-            raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: the tangent of primal leaf {i} "
+            raise GradError(f"jvp of {def_site(f) or getattr(f, '__name__', 'f')}: the tangent of primal leaf {i} "
                             f"has shape {np.shape(t)}, the primal {np.shape(p)}")
         out.append(fit_tangent(t, p))
     return out
@@ -718,7 +719,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
     ``tangents`` has the structure of ``primals``; tangents of non-float leaves (ints, int arrays)
     are ignored.  Programs are cached per function and argument signature, as ``vjp``'s are."""
     if type(primals) not in (tuple, list):
-        raise GradError(f"jvp of {_def_site(f) or getattr(f, '__name__', 'f')}: primals must be a tuple (or list) of "
+        raise GradError(f"jvp of {def_site(f) or getattr(f, '__name__', 'f')}: primals must be a tuple (or list) of "
                         f"f's positional arguments, got {type(primals).__name__}; write jvp(f, (x,), (v,))")
     primals = tuple(primals)
 

@@ -37,7 +37,7 @@ from . import hooks
 from .effects import is_impure
 from .signature import (MISSING, DictRef, Identity, class_attr, contents_dep, function_dep,
                         effect_dep, is_library_module)
-from .errors import GradError, MutationError, NoRuleError, UnsupportedError
+from .errors import GradError, MutationError, NoRuleError, UnsupportedError, def_site
 from .instrument import GLOBAL_NAMES, INSTRUMENTED, STORES_GLOBALS, instrument_function
 from . import intdata
 from .intdata import IntData, TracedInt
@@ -1403,7 +1403,7 @@ class Tracer(ViewTracking):
                 raise
             del self.ops[n_ops:]
             why = str(e).split("\n", 1)[0]
-            LIBRARY_FAILURES[registry.qualname(f)] = f"{type(e).__name__}: {why}"
+            registry.LIBRARY_FAILURES[registry.qualname(f)] = f"{type(e).__name__}: {why}"
         finally:
             if outer is not None:
                 outer.extend(self._rebinds)
@@ -2146,8 +2146,6 @@ _CAPTURE = None  # irad.ops.capture, bound below (irad.ops imports nothing from 
 _LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m)) + os.sep for m in (np.__file__, __file__))
 #: installed packages (numpy, scipy, ...) and irad: not the user's own code, for error messages
 _INSTALLED_DIRS = _LIBRARY_DIRS + tuple({sysconfig.get_paths()[k] + os.sep for k in ("purelib", "platlib", "stdlib")})
-#: numpy functions whose Python body irad could not trace (qualified name -> why), for NoRuleError
-LIBRARY_FAILURES: dict[str, str] = {}
 _TYPE_CALL = vars(type)["__call__"]
 _TUPLE_NEW = tuple.__new__
 _HASHED = (dict, set, frozenset)
@@ -2217,11 +2215,10 @@ def trace_values(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     new_leaves, inputs, statics = [], [], []
     for i, x in enumerate(leaves):
         if isinstance(x, np.ndarray) and type(x) is not np.ndarray and foreign_array(type(x)):
-            from .api import _def_site
             tp = type(x)
             raise UnsupportedError(f"argument {hints[i] if i < len(hints) else i} of {name}: a {tp.__module__}."
                                    f"{tp.__qualname__} (an ndarray subclass; {foreign_array(tp)}) cannot be traced",
-                                   _def_site(f), _foreign_hint(tp))
+                                   def_site(f), _foreign_hint(tp))
         if trackable(x) and i not in constant:
             y, v = t.input(x, hints[i] if i < len(hints) else f"x{i}")
             new_leaves.append(y)
@@ -2283,13 +2280,12 @@ def _no_reads_behind_copies(t: Tracer, f: Callable[..., Any], originals: list[An
     ids = {id(o) for o in originals}
     for d in t.deps:
         if d[0] == "inst" and id(d[1].value) in ids:
-            from .api import _def_site
             o, name = d[1].value, getattr(f, "__name__", type(f).__name__)
             raise GradError(f"{name} reads attribute {d[2]!r} of the {type(o).__qualname__} object it "
                             "differentiates through another reference to that object (a global, a closure, or a "
                             "method bound to it and stored on it, like self.act = self.relu): irad differentiates "
                             "the argument, which the function gets as a copy, so that read would get no gradient"
-                            f"\n  at {_def_site(f) or name}\n  use the argument only (store plain functions, "
+                            f"\n  at {def_site(f) or name}\n  use the argument only (store plain functions, "
                             "not bound methods, as attributes), or pass the other object as a separate argument")
 
 

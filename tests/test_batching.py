@@ -18,7 +18,7 @@ import pytest
 import irad
 from irad import ad, passes
 from irad import ops as irad_ops
-from irad.api import evaluate_residuals, split
+from irad.passes import evaluate_residuals, split
 from irad.batching import Rows, batch
 from irad.ir import ArrayT, Const, Graph, Op, OpaqueT, ScalarT, Var, bind_outputs, const, map_atoms, verify
 from irad.lower import lower

@@ -16,7 +16,7 @@ import pytest
 
 import irad
 from irad import ad, passes
-from irad.api import evaluate_residuals, split
+from irad.passes import evaluate_residuals, split
 from irad.errors import MutationError, TraceError, UnsupportedError
 from irad.trace import trace_values
 

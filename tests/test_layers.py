@@ -15,21 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: function-local imports that close a cycle between modules: (importer, imported)
 BACK_EDGES: set[tuple[str, str]] = {
-    # pullback inlining traces rule bodies (issue 19: bodies from a cache the rules layer fills)
-    ("irad.passes.inline", "irad.trace"),
-    # reverse mode differentiates a loop's step, a graph of its own, and optimises it with the passes
-    ("irad.ad", "irad.passes"),
-    ("irad.ad", "irad.api"),
-    ("irad.ad", "irad.trace"),
     # irad.compile(..., xp=) is lowered by arrayapi, which compiles the numpy program through api
     ("irad.api", "irad.arrayapi"),
     ("irad.arrayapi", "irad.api"),
-    ("irad.api", "irad.passes"),
-    ("irad.arrayapi", "irad.passes"),
     # Graph.to_dot and friends draw the IR with irad.dot, which reads the IR
     ("irad.ir", "irad.dot"),
-    # the tracer names the user's function in errors with api._def_site
-    ("irad.trace", "irad.api"),
 }
 
 

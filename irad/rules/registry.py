@@ -53,6 +53,9 @@ _RULES: dict[Any, list[Rule]] = {}
 _NONDIFF: set[Any] = set()
 _OPT_OUT: dict[Any, list[tuple[type, ...]]] = {}  # implementation -> argument types traced through instead
 _VERSION = [0]  # bumped on every registration: compiled programs key their caches on it
+#: library functions whose Python body the tracer could not trace (qualified name -> why): the
+#: tracer writes it, reverse mode's NoRuleError reads it (why a function without a rule has none)
+LIBRARY_FAILURES: dict[str, str] = {}
 #: registrations and pending loaders, one at a time (lookups take no lock).  NOTE: a lost
 #: ``_VERSION`` increment would let a program traced between two registrations be cached under
 #: the version of the second; a rule list edited in place would show a lookup no rule at all.
