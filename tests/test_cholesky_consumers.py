@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import irad
-from irad.gradcheck import check_grads
+from irad.testing import check_grads
 
 pytest.importorskip("scipy")
 

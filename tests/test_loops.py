@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import irad
-from irad.gradcheck import check_grads
+from irad.testing import check_grads
 from irad import loops
 from irad.ir import evaluate, verify
 

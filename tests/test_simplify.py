@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import irad
 import irad.passes as P
 from irad import loops
-from irad.gradcheck import check_grads
+from irad.testing import check_grads
 from irad.ir import ArrayT, Const, Graph, Op, ScalarT, Var
 from irad.lower import MAX_INLINE_DEPTH, inline_plan, lower
 from irad.pytree import flatten

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import irad
-from irad.gradcheck import check_grads
+from irad.testing import check_grads
 from irad.testing import check_rule, numerical_vjp
 
 sla = pytest.importorskip("scipy.linalg")
