@@ -9,7 +9,7 @@ so the joint graph holds no closures for built-in rules (seed thread 000).  The 
 on the trace's concrete values: each rule is executed once while the graph is built, which
 gives every cotangent its exact type and, when the seed is known (``grad``), the gradient of
 the call that traced, with no second run of ``f``.  Broadcasting is undone here
-(``irad.ops.sum_to``), not in rules; fan-out accumulates with ``operator.add``.
+(``irad.primitives.sum_to``), not in rules; fan-out accumulates with ``operator.add``.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from . import loops
 from . import passes as irad_passes  # a loop's step is a graph of its own: it goes through the pipeline
-from . import ops as irad_ops
+from . import primitives as irad_ops
 from .effects import is_impure_prim
 from .errors import GradError, NoRuleError
 from .ir import (GUARD_PRIMS, STATE, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, collector_paused, const, is_differentiable,
@@ -138,7 +138,7 @@ def _reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], seed: str, ou
     for op in g.ops:
         if op.outs and not registry.is_nondiff(op.fn) and any(v.id in active for v in op.inputs):
             # a user object rebuilt from active attributes carries their gradient (a dict of them)
-            active.update(o.id for o in op.outs if is_differentiable(o.type) or op.prim == "irad.ops.rebuild")
+            active.update(o.id for o in op.outs if is_differentiable(o.type) or op.prim == "irad.primitives.rebuild")
     _check_no_opaque_path(g, active, b.val)
     # backward usefulness: which active values reach an output
     useful: set[int] = {o.id for o in g.outputs[:n_diff] if isinstance(o, Var) and o.id in active}
@@ -227,7 +227,7 @@ def _reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], seed: str, ou
                     parts.append(cot[o.id])
                 else:
                     z = irad_ops.zeros_like(b.val[o.id])
-                    parts.append(b.emit(irad_ops.zeros_like, (o,), z, _hint(o) + "_bar", "irad.ops.zeros_like"))
+                    parts.append(b.emit(irad_ops.zeros_like, (o,), z, _hint(o) + "_bar", "irad.primitives.zeros_like"))
             ybar = tuple(parts)
         cots = rule.bwd(b.val[s.id], map_atoms(ybar, b.get))
         # NOTE: the cotangents of op's outputs are read by nothing after this (every reader of
@@ -277,7 +277,7 @@ def _reverse(g: Graph, values: dict[int, Any], wrt: Sequence[int], seed: str, ou
             grads.append(cot[v.id])
         else:
             z = irad_ops.zeros_like(b.val[v.id])
-            grads.append(b.emit(irad_ops.zeros_like, (v,), z, _hint(v) + "_bar", "irad.ops.zeros_like"))
+            grads.append(b.emit(irad_ops.zeros_like, (v,), z, _hint(v) + "_bar", "irad.primitives.zeros_like"))
     joint = Graph(g.name, g.inputs + tuple(ybar_inputs), tuple(b.ops), tuple(g.outputs) + tuple(grads),
                   None, None, g.statics, g.provenance + ("reverse mode",))
     return Joint(joint, len(g.outputs), tuple(wrt), tuple(ybar_inputs), b.val, tuple(seed_outputs))
@@ -364,14 +364,14 @@ def _fit(b: _Builder, c: Var, primal: Var, loc: Any) -> Var:
     if pdtype is not None and (getattr(c.type, "dtype", None) != pdtype or not isinstance(c.type, type(pt))):
         scalar = bool(getattr(pt, "scalar", False))
         v = irad_ops.to_dtype(b.val[c.id], np.dtype(pdtype), scalar)
-        c = b.emit(irad_ops.to_dtype, (c, const(np.dtype(pdtype)), const(scalar)), v, hint, "irad.ops.to_dtype",
+        c = b.emit(irad_ops.to_dtype, (c, const(np.dtype(pdtype)), const(scalar)), v, hint, "irad.primitives.to_dtype",
                    loc=loc)
     return c
 
 
 def _unbroadcast(b: _Builder, c: Var, pshape: tuple[int, ...], loc: Any) -> Var:
     """Sum a cotangent down to its primal's shape with the axes worked out now (shapes are static):
-    ``np.sum(g, axis=0)`` reads like the hand-written line; ``irad.ops.sum_to`` covers the rest."""
+    ``np.sum(g, axis=0)`` reads like the hand-written line; ``irad.primitives.sum_to`` covers the rest."""
     gshape = getattr(c.type, "shape", ())
     lead = len(gshape) - len(pshape)
     tail = gshape[lead:] if lead >= 0 else ()
@@ -387,7 +387,7 @@ def _unbroadcast(b: _Builder, c: Var, pshape: tuple[int, ...], loc: Any) -> Var:
         v = np.sum(b.val[c.id], axis=axes)
         return b.emit(np.sum, (c,), v, c.hint, kwargs=(("axis", const(axes)),), loc=loc)
     v = irad_ops.sum_to(b.val[c.id], pshape)
-    return b.emit(irad_ops.sum_to, (c, const(pshape)), v, c.hint, "irad.ops.sum_to", loc=loc)
+    return b.emit(irad_ops.sum_to, (c, const(pshape)), v, c.hint, "irad.primitives.sum_to", loc=loc)
 
 
 def _accumulate(b: _Builder, cot: dict[int, Any], v: Var, c: Any) -> None:
@@ -419,12 +419,12 @@ def _check_no_opaque_path(g: Graph, active: set[int], values: dict[int, Any]) ->
     reads: list[tuple[Op, Op]] = []  # (op reading a float out of a tainted value, the op that tainted it)
     views: set[int] = set()  # id() of the ops that reinterpret a float array's bytes
     for op in g.ops:
-        if op.prim == "irad.ops.guard":
+        if op.prim == "irad.primitives.guard":
             for v in op.inputs:
                 if v.id in raw:
                     raise _pinned_error(op, tainted[v.id])
             continue
-        if not op.outs or op.prim == "irad.ops.rebuild":
+        if not op.outs or op.prim == "irad.primitives.rebuild":
             continue
         src = next((tainted[v.id] for v in op.inputs if v.id in tainted), None)
         nondiff = registry.is_nondiff(op.fn)  # (`b in cache`, `b1 == b2`: carries taint, reads no float)
@@ -711,7 +711,7 @@ def _ys_groups(loop: "loops.Loop", op: Op) -> list[list[Var]]:
 
 def _zero_for(b: _Builder, v: Var) -> Var:
     z = irad_ops.zeros_like(b.val[v.id])
-    return b.emit(irad_ops.zeros_like, (v,), z, _hint(v) + "_bar", "irad.ops.zeros_like")
+    return b.emit(irad_ops.zeros_like, (v,), z, _hint(v) + "_bar", "irad.primitives.zeros_like")
 
 
 def _loop_backward(b: _Builder, sc: _Scan, cot: dict[int, Any]) -> None:

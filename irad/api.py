@@ -500,7 +500,7 @@ def set_rng_state(r: Any, state: Any) -> None:
 
 def _rngs(g: Graph) -> tuple[Any, ...]:
     """The random generators of the world that ``g``'s impure ops draw from (``rng.normal``,
-    ``np.random.rand``'s global one, ``irad.ops.draw_order``'s)."""
+    ``np.random.rand``'s global one, ``irad.primitives.draw_order``'s)."""
     from .effects import is_impure_prim
     found: dict[int, Any] = {}
     for op in g.ops:
@@ -692,7 +692,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, *,
 def stop_gradient(x: Any) -> Any:
     """``x`` (any pytree) with its value kept and its dependence cut: inside a differentiated
     function the result is a constant for the transform, as JAX's ``stop_gradient``."""
-    from . import ops
+    from . import primitives as ops
     leaves, tree = flatten(x)
     return unflatten(tree, [ops.stop_gradient(v) for v in leaves])
 

@@ -5,7 +5,7 @@ The gradient program is traced and optimised with numpy as always; only lowering
 through one object bound as ``xp`` in the program's namespace (an ``ArrayApi``): a standard
 function where numpy's call means the same (``np.tanh`` -> ``xp.tanh``, ``np.sum(x, 0)`` ->
 ``xp.sum(x, axis=0)``), a small adapter written with standard calls where it does not
-(``np.swapaxes``, ``np.dot``, ``irad.ops.setitem``).  A call with no such form (a numpy-only
+(``np.swapaxes``, ``np.dot``, ``irad.primitives.setitem``).  A call with no such form (a numpy-only
 function, a rule implemented in numpy, an integer-array index the standard does not allow) is a
 ``NamespaceError`` at compile time, naming the call and the user's line: never a program that
 fails, or silently converts to numpy, at run time.
@@ -162,14 +162,14 @@ def _table() -> dict[str, Entry]:
         "numpy.linalg.det": Entry("linalg_det", 1),
         "numpy.linalg.slogdet": Entry("linalg_slogdet", 1),
         "numpy.linalg.cholesky": Entry("linalg_cholesky", 1),
-        "irad.ops.setitem": Entry("setitem", 1),
-        "irad.ops.sum_to": Entry("sum_to", 1, ("shape",)),
-        "irad.ops.to_dtype": Entry("to_dtype", 1, ("dtype", "scalar")),
-        "irad.ops.zeros_like": Entry("cotangent_zeros", 0, ("x",)),
-        "irad.ops.add_into": Entry("add", 2),
-        "irad.ops.copyto": Entry("copyto", 1, ("src", "where")),
-        "irad.ops.fill": Entry("full_like", 1, ("fill_value",)),
-        "irad.ops.stop_gradient": Entry("copy", 0, ("x",)),
+        "irad.primitives.setitem": Entry("setitem", 1),
+        "irad.primitives.sum_to": Entry("sum_to", 1, ("shape",)),
+        "irad.primitives.to_dtype": Entry("to_dtype", 1, ("dtype", "scalar")),
+        "irad.primitives.zeros_like": Entry("cotangent_zeros", 0, ("x",)),
+        "irad.primitives.add_into": Entry("add", 2),
+        "irad.primitives.copyto": Entry("copyto", 1, ("src", "where")),
+        "irad.primitives.fill": Entry("full_like", 1, ("fill_value",)),
+        "irad.primitives.stop_gradient": Entry("copy", 0, ("x",)),
     })
     return t
 
@@ -458,9 +458,9 @@ class ArrayApi:
     def linalg_cholesky(self, a: Any) -> Any:
         return self.linalg.cholesky(a)
 
-    # -- irad's own helpers (irad.ops) --
+    # -- irad's own helpers (irad.primitives) --
     def setitem(self, a: Any, index: Any, v: Any) -> Any:
-        """``irad.ops.setitem``: ``a[index] = v`` as a new array; ``v`` is cast to ``a``'s dtype, as
+        """``irad.primitives.setitem``: ``a[index] = v`` as a new array; ``v`` is cast to ``a``'s dtype, as
         numpy casts it."""
         out = self.ns.asarray(a, copy=True)
         if hasattr(v, "shape"):
@@ -478,7 +478,7 @@ class ArrayApi:
         return self.ns.where(where, src, dst)
 
     def sum_to(self, g: Any, shape: tuple[int, ...]) -> Any:
-        """``irad.ops.sum_to``: the adjoint of broadcasting ``g`` to ``shape``."""
+        """``irad.primitives.sum_to``: the adjoint of broadcasting ``g`` to ``shape``."""
         gshape = tuple(g.shape) if hasattr(g, "shape") else ()
         if gshape == shape:
             return g
@@ -495,7 +495,7 @@ class ArrayApi:
         return g
 
     def to_dtype(self, g: Any, dtype: Any, scalar: bool) -> Any:
-        """``irad.ops.to_dtype``: a cotangent in its primal's dtype (``dtype``: this namespace's)."""
+        """``irad.primitives.to_dtype``: a cotangent in its primal's dtype (``dtype``: this namespace's)."""
         if g is None:
             from .errors import GradError
             raise GradError("irad: a pullback returned no cotangent (None) for an argument that had one when "
@@ -610,7 +610,7 @@ class XpEmitter(_Emitter):
             raise _refuse(op, f"the rule {getattr(rule, 'name', '?')}, implemented with numpy",
                           "its body stays one numpy call (the default passes inline the rules they can); "
                           "compile without xp= to run this program on numpy")
-        if op.prim == "irad.ops.guard_shape":
+        if op.prim == "irad.primitives.guard_shape":
             k = len(self.guard_names)
             self.guard_names.append(f"{op.loc.long if op.loc else '?'}")
             return [f"if tuple({self.operand(op.args[0], _ATOM)}.shape) != {self.lit(tuple(op.kw('expected')))}: "
@@ -647,7 +647,7 @@ class XpEmitter(_Emitter):
         return isinstance(a, Var) and isinstance(a.type, ArrayT) and not a.type.scalar
 
     def _entry(self, op: Op, e: Entry, args: tuple[Any, ...], kws: list[tuple[str, Any]]) -> str:
-        if op.prim == "irad.ops.setitem":
+        if op.prim == "irad.primitives.setitem":
             return self._setitem(op, *args)
         if op.prim in ("numpy.swapaxes", "numpy.ndarray.swapaxes", "numpy.transpose", "numpy.ndarray.transpose") \
                 and not kws and self._last_two(args):
@@ -712,7 +712,7 @@ class XpEmitter(_Emitter):
         return self.arg(self._static_const(a))
 
     def _setitem(self, op: Op, a: Any, idx: Any, v: Any) -> str:
-        """``irad.ops.setitem(a, idx, v)``: the standard's ``__setitem__`` takes no ``None`` (new
+        """``irad.primitives.setitem(a, idx, v)``: the standard's ``__setitem__`` takes no ``None`` (new
         axis) in its key, so those leave the key and their size-1 axes leave ``v``."""
         items = self._index_items(idx)
         news = [k for k, b in enumerate(items) if isinstance(b, Const) and b.value is None]

@@ -16,7 +16,7 @@ IMPURE_FUNCTIONS: set[Any] = {builtins.print, builtins.input, builtins.open}
 IMPURE_OWNERS: tuple[type, ...] = (np.random.RandomState, np.random.Generator, random.Random)
 IMPURE_MODULES: tuple[str, ...] = ("numpy.random",)
 #: IR primitives (by printed name) that are impure besides the above
-IMPURE_PRIMS: set[str] = {"irad.ops.draw_order"}
+IMPURE_PRIMS: set[str] = {"irad.primitives.draw_order"}
 
 
 def mark_impure(fn: Any) -> Any:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence, cast
 import numpy as np
 
 from . import ad
-from . import ops as irad_ops
+from . import primitives as irad_ops
 from .ad import Joint, _no_rule, _positional, _var_paths
 from .api import _aux_split, _check_numbers, _describe_tree, _weakrefable, vjp
 from .passes.partition import split
@@ -132,7 +132,7 @@ def forward(g: Graph, values: dict[int, Any], wrt: Sequence[int]) -> JVPGraph:
     active = {g.inputs[i].id for i in wrt if is_differentiable(g.inputs[i].type)}
     for op in g.ops:
         if op.outs and not registry.is_nondiff(op.fn) and any(v.id in active for v in op.inputs):
-            active.update(o.id for o in op.outs if is_differentiable(o.type) or op.prim == "irad.ops.rebuild")
+            active.update(o.id for o in op.outs if is_differentiable(o.type) or op.prim == "irad.primitives.rebuild")
     ad._check_no_opaque_path(g, active, values)
     b = _Builder(g, values)
     tangent_inputs = []
@@ -148,7 +148,7 @@ def forward(g: Graph, values: dict[int, Any], wrt: Sequence[int]) -> JVPGraph:
         if not op.outs or registry.is_nondiff(op.fn) or not any(v.id in b.tan for v in op.inputs):
             b.ops.append(op)
             continue
-        if not any(is_differentiable(o.type) or op.prim == "irad.ops.rebuild" for o in op.outs):
+        if not any(is_differentiable(o.type) or op.prim == "irad.primitives.rebuild" for o in op.outs):
             b.ops.append(op)
             continue
         _forward_op(b, op)
@@ -171,7 +171,7 @@ def _zero_tangent(b: _Builder, o: Any) -> Any:
     if not is_differentiable(o.type):
         return const(None)
     z = b.fresh(o.type, (o.hint or f"t{o.id}") + "_dot")
-    b.ops.append(Op("irad.ops.zeros_like", (o,), (), (z,), irad_ops.zeros_like, None))
+    b.ops.append(Op("irad.primitives.zeros_like", (o,), (), (z,), irad_ops.zeros_like, None))
     return z
 
 
@@ -257,7 +257,7 @@ def _structural(b: _Builder, op: Op) -> bool:
             elif not _is_float_atom(a) and not (isinstance(a, Const) and isinstance(a.value, (int, float, complex))):
                 return False
             elif isinstance(a, Var) and isinstance(a.type, ArrayT) and not a.type.scalar:
-                parts.append(_emit(b, irad_ops.zeros_like, "irad.ops.zeros_like", (a,), a.type, a.hint + "_dot", op))
+                parts.append(_emit(b, irad_ops.zeros_like, "irad.primitives.zeros_like", (a,), a.type, a.hint + "_dot", op))
             elif isinstance(a, Const) and np.ndim(a.value):  # an array constant keeps its shape in the sum
                 parts.append(const(np.zeros_like(a.value)))
             else:
@@ -294,7 +294,7 @@ def _structural(b: _Builder, op: Op) -> bool:
                 if isinstance(a, Var) and a.id in b.tan:
                     elems.append(b.tan[a.id])
                 elif isinstance(a, Var) and isinstance(a.type, ArrayT):
-                    elems.append(_emit(b, irad_ops.zeros_like, "irad.ops.zeros_like", (a,), a.type, a.hint + "_dot",
+                    elems.append(_emit(b, irad_ops.zeros_like, "irad.primitives.zeros_like", (a,), a.type, a.hint + "_dot",
                                        op))
                 else:
                     return False
@@ -376,7 +376,7 @@ def _splice_jvp(b: _Builder, op: Op, call: JvpCall, tans: tuple[Any, ...]) -> bo
         p = b.sub.get(o.id, o)
         if isinstance(p, Var) and is_differentiable(o.type):
             if not isinstance(t, Var):
-                t = _emit(b, irad_ops.zeros_like, "irad.ops.zeros_like", (p,), o.type, _dot_hint(o), op)
+                t = _emit(b, irad_ops.zeros_like, "irad.primitives.zeros_like", (p,), o.type, _dot_hint(o), op)
             b.tan[p.id] = t
     return True
 
@@ -469,7 +469,7 @@ def _derive(b: _Builder, op: Op, rule: Rule) -> None:
         t = _ren(ren, t)
         if not isinstance(t, Var):  # a zero tangent: materialised, as every active value has one
             z = b.fresh(o.type, (o.hint or f"t{o.id}") + "_dot")
-            b.ops.append(Op("irad.ops.zeros_like", (p,), (), (z,), irad_ops.zeros_like, op.loc))
+            b.ops.append(Op("irad.primitives.zeros_like", (p,), (), (z,), irad_ops.zeros_like, op.loc))
             t = z
         b.tan[p.id] = t
 

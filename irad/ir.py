@@ -378,7 +378,7 @@ def _same_static(a: Any, b: Any) -> bool:
         return False
 
 
-GUARD_PRIMS = frozenset({"irad.ops.guard", "irad.ops.guard_shape", "irad.ops.guard_dtype"})
+GUARD_PRIMS = frozenset({"irad.primitives.guard", "irad.primitives.guard_shape", "irad.primitives.guard_dtype"})
 
 
 def evaluate(g: Graph, inputs: Sequence[Any]) -> list[Any]:

@@ -47,10 +47,10 @@ _BUILTINS = {getattr(builtins, n): n for n in ("abs", "float", "complex", "int",
                                                "round", "sum", "print", "divmod", "pow")}
 _SHORT_DTYPE = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "b", "complex128": "c128"}
 #: what a line computing a cotangent does, by operator (comments of the backward program)
-_BAR_NOTES = {"operator.add": "  # accumulate", "irad.ops.add_into": "  # accumulate in place",
-              "irad.ops.sum_to": "  # undo broadcasting", "numpy.sum": "  # undo broadcasting",
-              "numpy.reshape": "  # undo broadcasting", "irad.ops.zeros_like": "  # no gradient flows here",
-              "irad.ops.to_dtype": "  # cast to the argument's dtype", "builtins.float": "  # a float argument"}
+_BAR_NOTES = {"operator.add": "  # accumulate", "irad.primitives.add_into": "  # accumulate in place",
+              "irad.primitives.sum_to": "  # undo broadcasting", "numpy.sum": "  # undo broadcasting",
+              "numpy.reshape": "  # undo broadcasting", "irad.primitives.zeros_like": "  # no gradient flows here",
+              "irad.primitives.to_dtype": "  # cast to the argument's dtype", "builtins.float": "  # a float argument"}
 _METHOD_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType)
 
 
@@ -422,19 +422,19 @@ class _Emitter:
         loc = f"  # {_comment(str(op.loc))}" if op.loc is not None else ""
         if op.loc is not None and op.loc.func.startswith("pullback of"):
             loc = f"  # {_comment(op.loc.func)} ({_comment(str(op.loc))})"
-        if op.prim == "irad.ops.guard":
+        if op.prim == "irad.primitives.guard":
             k = len(self.guard_names)
             self.guard_names.append(f"{op.loc.long if op.loc else '?'}")
             exp = op.kw("expected")
             a = self.operand(op.args[0], _PREC["|"])
             test = f"not {a}" if exp is True else (a if exp is False else f"{a} != {self.lit(exp)}")
             return [f"if {test}: raise _GuardError({k})  # guard: the traced branch{loc[3:] and ' at' + loc[3:]}"]
-        if op.prim == "irad.ops.guard_dtype":
+        if op.prim == "irad.primitives.guard_dtype":
             k = len(self.guard_names)
             self.guard_names.append(f"{op.loc.long if op.loc else '?'}")
             return [f"if {self.operand(op.args[0], _ATOM)}.dtype != {self.obj(op.kw('expected'), 'dtype')}: "
                     f"raise _GuardError({k})  # guard: data-dependent dtype"]
-        if op.prim == "irad.ops.guard_shape":
+        if op.prim == "irad.primitives.guard_shape":
             k = len(self.guard_names)
             self.guard_names.append(f"{op.loc.long if op.loc else '?'}")
             return [f"if np.shape({self.arg(op.args[0])}) != {self.lit(op.kw('expected'))}: "

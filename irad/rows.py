@@ -1056,7 +1056,7 @@ _RULES: dict[str, Rule] = {
     "numpy.broadcast_to": _broadcast_to,
 }
 for _p in ("numpy.asarray", "numpy.array", "numpy.asanyarray", "numpy.ascontiguousarray", "numpy.copy",
-           "numpy.ndarray.copy", "irad.ops.stop_gradient", "builtins.float", "numpy.float64", "numpy.float32",
+           "numpy.ndarray.copy", "irad.primitives.stop_gradient", "builtins.float", "numpy.float64", "numpy.float32",
            "numpy.float16", "numpy.longdouble", "numpy.generic.item", "numpy.ndarray.item"):
     _RULES[_p] = _identity
 for _p in ("numpy.transpose", "numpy.ndarray.transpose", "numpy.swapaxes", "numpy.ndarray.swapaxes",

@@ -485,7 +485,7 @@ def run_dunder_builtin(t: Tracer, f: Any, args: tuple[Any, ...], kwargs: dict[st
 # ---- mutating numpy functions and array methods ---------------------------------------------
 
 def _copyto(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from . import ops as irad_ops
+    from . import primitives as irad_ops
     dst, src = args[0], args[1]
     opts = dict(zip(("casting", "where"), args[2:]))
     opts.update(kwargs)
@@ -502,7 +502,7 @@ def _copyto(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 
 def _fill_diagonal(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from . import ops as irad_ops
+    from . import primitives as irad_ops
     a, v = args[0], args[1]
     before = t.before_mutation(a, "np.fill_diagonal")
     atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(v)), {k: t.atom(x) for k, x in kwargs.items()})
@@ -512,7 +512,7 @@ def _fill_diagonal(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 
 def ufunc_at(ufunc: Any) -> Handler:
     def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        from . import ops as irad_ops
+        from . import primitives as irad_ops
         if ufunc is not np.add:
             raise t.unsupported(f"np.{ufunc.__name__}.at", "use np.add.at or an out-of-place form")
         a, idx, v = args
@@ -592,7 +592,7 @@ def _put_along_axis(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 
 
 def _array_fill(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    from . import ops as irad_ops
+    from . import primitives as irad_ops
     before = t.before_mutation(a, "a.fill")
     atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(args[0])), {})
     a.fill(args[0])
@@ -630,11 +630,11 @@ RNG_REORDERS = frozenset({"shuffle", "permutation"})
 def rng_reorder(t: Tracer, rng: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``rng.shuffle(x)`` / ``rng.permutation(x)`` of a traced array or a list holding traced values
     (numpy's ``Generator`` and ``RandomState``, ``np.random.shuffle``, ``random.shuffle``): the
-    order is an op of its own, ``irad.ops.draw_order(rng, n)`` (impure: a program draws anew at
+    order is an op of its own, ``irad.primitives.draw_order(rng, n)`` (impure: a program draws anew at
     each call, exactly as the user's call draws), and the result ``np.take`` of it, whose gradient
     undoes that call's order.  NotImplemented where the library's own call applies (an int for
     ``permutation``, a list of other objects, an axis numpy would refuse)."""
-    from . import ops as irad_ops
+    from . import primitives as irad_ops
     x, extra, opts = (args[0] if args else None), args[1:], dict(kwargs)
     if isinstance(rng, np.random.Generator):
         axis = extra[0] if extra else opts.pop("axis", 0)

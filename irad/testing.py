@@ -20,7 +20,7 @@ from . import pytree
 from .api import compile as irad_compile
 from .api import vjp
 from .pytree import flatten, unflatten
-from .ops import sum_to
+from .primitives import sum_to
 from .rules import lookup, qualname
 from .rules.registry import Rule
 

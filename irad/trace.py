@@ -320,11 +320,11 @@ class Tracer(ViewTracking):
 
     def _adopt_capture(self, x: Any) -> Var:
         """A value of an enclosing trace read by this (nested) trace: a Var defined by
-        ``irad.ops.capture``, which hands the enclosing tracer its own object back."""
-        from . import ops as irad_ops
+        ``irad.primitives.capture``, which hands the enclosing tracer its own object back."""
+        from . import primitives as irad_ops
         v = self.new_var(x, "captured")
         holder = irad_ops.Captured(x)
-        self._capture_ops.append(Op("irad.ops.capture", (Const(holder, typeof(holder)),), (), (v,),
+        self._capture_ops.append(Op("irad.primitives.capture", (Const(holder, typeof(holder)),), (), (v,),
                                     irad_ops.capture, None))
         self.track(x, v)
         return v
@@ -382,10 +382,10 @@ class Tracer(ViewTracking):
     def _rebuild(self, obj: Any, fields: dict[str, Any]) -> Var:
         """A user object that holds traced values, passed to a rule (``m.total()`` with a rule for
         ``Matrix.total``): the graph rebuilds it from its attributes, so gradients reach them."""
-        from . import ops as irad_ops
+        from . import primitives as irad_ops
         attrs = {k: self.atom(v) for k, v in fields.items()}
         v = self.new_var(obj)
-        self.emit(irad_ops.rebuild, (const(type(obj)), attrs), {}, (v,), prim="irad.ops.rebuild")
+        self.emit(irad_ops.rebuild, (const(type(obj)), attrs), {}, (v,), prim="irad.primitives.rebuild")
         self.values[v.id] = obj
         return v
 
@@ -562,27 +562,27 @@ class Tracer(ViewTracking):
         return result
 
     def _guard(self, v: Var, value: Any) -> None:
-        from . import ops as irad_ops
+        from . import primitives as irad_ops
         expected = value.item() if isinstance(value, np.generic) else \
             int(value) if type(value) is TracedInt else value  # (a plain int in the program)
         self.emit(irad_ops.guard, (v,), {"expected": Const(expected, typeof(expected))}, (),
-                  prim="irad.ops.guard")
+                  prim="irad.primitives.guard")
 
     def guard_value(self, x: Any) -> None:
         """A tracked value was used where only its concrete value matters (an index bound...)."""
         self._guard(self.atom(x), x)
 
     def _guard_dtype(self, x: Any) -> None:
-        from . import ops as irad_ops
+        from . import primitives as irad_ops
         if self.is_tracked(x) and isinstance(x, np.ndarray):
             self.emit(irad_ops.guard_dtype, (self.atom(x),), {"expected": const(x.dtype)}, (),
-                      prim="irad.ops.guard_dtype")
+                      prim="irad.primitives.guard_dtype")
 
     def _guard_shape(self, x: Any) -> None:
-        from . import ops as irad_ops
+        from . import primitives as irad_ops
         if self.is_tracked(x):
             self.emit(irad_ops.guard_shape, (self.atom(x),), {"expected": const(tuple(np.shape(x)))}, (),
-                      prim="irad.ops.guard_shape")
+                      prim="irad.primitives.guard_shape")
 
     def truth(self, v: Any) -> None:
         """``bool(v)`` of a traced value decides control flow: guard on it."""
@@ -813,7 +813,7 @@ class Tracer(ViewTracking):
         keys are equal decides the result (``{x[0]: 1.0, x[1]: 2.0}`` has one entry when they
         coincide), so when traced values key a container the trace must not bake in what it saw:
         every key that meets such a container takes part in one guard on the pattern of their
-        equalities (``irad.ops.key_classes``), emitted when the graph is assembled."""
+        equalities (``irad.primitives.key_classes``), emitted when the graph is assembled."""
         keyed = self._keyed
         hashed = [c for c in containers if isinstance(c, _HASHED) and not self.is_pyobject(c)]
         if not any(id(c) in keyed for c in hashed) and not any(self._traced_key(k) for k in keys):
@@ -848,15 +848,15 @@ class Tracer(ViewTracking):
         """The guard ``note_keys`` promised: one op for the whole trace, at the first keyed line."""
         if not self._key_tracked:
             return
-        from . import ops as irad_ops
+        from . import primitives as irad_ops
         table, keys = dict(self._key_table), tuple(self._key_tracked)
         self._key_tracked = []
         labels = irad_ops.key_classes(table, keys)
         v = self.new_var(labels, "keys")
         self.values[v.id] = labels
-        self.ops.append(Op("irad.ops.key_classes", (self.const(table), tuple(self.atom(k) for k in keys)), (),
+        self.ops.append(Op("irad.primitives.key_classes", (self.const(table), tuple(self.atom(k) for k in keys)), (),
                            (v,), irad_ops.key_classes, self._key_loc, False))
-        self.ops.append(Op("irad.ops.guard", (v,), (("expected", Const(labels, typeof(labels))),), (),
+        self.ops.append(Op("irad.primitives.guard", (v,), (("expected", Const(labels, typeof(labels))),), (),
                            irad_ops.guard, self._key_loc, False))
 
     def _guard_members(self, s: Any) -> None:
@@ -1018,7 +1018,7 @@ class Tracer(ViewTracking):
             if d is not None and d[0] is operator.getitem and d[3] is a and _same_index(d[1][1], i):
                 a[i] = v  # `a[i] += b` stores the view of a[i] back: its update is already written back
                 return
-            from . import ops as irad_ops
+            from . import primitives as irad_ops
             before = self.before_mutation(a, "a[i] = v")
             atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, self.atom(i), self.atom(v)), {})
             a[i] = v
@@ -1884,7 +1884,7 @@ class Tracer(ViewTracking):
         self._flush_keys()
         leaves, out_tree = flatten(outputs, depth=Depth.DATACLASSES)  # a returned dataclass is a pytree
         outs = tuple(self.atom(x) for x in leaves)
-        from . import ops as irad_ops
+        from . import primitives as irad_ops
         reads: list[Op] = []
         env: dict[int, Any] = dict(self._live)
         for vid, c in self._live.items():  # the world's arrays the function updated in place
@@ -1903,7 +1903,7 @@ class Tracer(ViewTracking):
                 r = env[vid] = Var(self.next_id, c.type, c.origin.rsplit(" ", 1)[-1])
                 self.next_id += 1
                 self.values[r.id] = self.values[vid]
-                reads.append(Op("irad.ops.read_live", (c,), (), (r,), irad_ops.read_live, None))
+                reads.append(Op("irad.primitives.read_live", (c,), (), (r,), irad_ops.read_live, None))
         #: (object, attribute, atom): the attribute writes a compiled program replays
         self.attr_write_atoms = [(o, name, self.atom(v) if id(v) in self.vars else Const(v, typeof(v)))
                                  for o, name, v in self.attr_writes.values()]
@@ -2141,7 +2141,7 @@ _BUFFER_DESCRIPTORS = (np.ndarray.data, np.ndarray.ctypes, np.generic.data,  # (
                        np.generic.__array_interface__, np.generic.__array_struct__)
 _ARRAY_SETATTRS = frozenset({"shape", "dtype", "strides", "data", "real", "imag", "flat"})
 _DISPATCHER = type(np.cov)
-_CAPTURE = None  # irad.ops.capture, bound below (irad.ops imports nothing from here)
+_CAPTURE = None  # irad.primitives.capture, bound below (irad.primitives imports nothing from here)
 #: numpy's and irad's own source: ops traced there report the user's line (Tracer.loc)
 _LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m)) + os.sep for m in (np.__file__, __file__))
 #: installed packages (numpy, scipy, ...) and irad: not the user's own code, for error messages
@@ -2302,7 +2302,7 @@ def trace(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def _bind_capture() -> None:
     global _CAPTURE
-    from . import ops as irad_ops
+    from . import primitives as irad_ops
     from .effects import mark_impure
     _CAPTURE = irad_ops.capture
     mark_impure(irad_ops.capture)  # passes never fold, merge or drop it: it must run to hand the value over

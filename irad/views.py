@@ -241,7 +241,7 @@ class ViewTracking:
                prim: str | None = None) -> Any:
         """Record an in-place update of ``a`` as a new SSA value that ``a`` now stands for; write
         it back through the bases ``a`` views, and mark the other arrays on that memory stale."""
-        from . import ops as irad_ops
+        from . import primitives as irad_ops
         v = self.new_var(a)
         self.emit(fn, atoms[0], atoms[1], (v,), prim=prim)
         self.track(a, v)

@@ -1,22 +1,22 @@
 """Memory: accumulate cotangents into buffers that are dead anyway."""
 from __future__ import annotations
 
-from irad import ops as irad_ops
+from irad import primitives as irad_ops
 from irad.ir import ArrayT, Graph, Op, Var
 
 #: ops whose result is a fresh, writable array of its own (never a view of another value)
 _FRESH = frozenset({"operator.add", "operator.sub", "operator.mul", "operator.truediv", "operator.neg",
                     "operator.matmul", "operator.pow", "numpy.add", "numpy.subtract", "numpy.multiply",
                     "numpy.divide", "numpy.true_divide", "numpy.negative", "numpy.matmul", "numpy.dot",
-                    "numpy.exp", "numpy.tanh", "numpy.outer", "irad.ops.setitem", "irad.ops.add_into",
-                    "irad.ops.add_at", "irad.ops.zeros_like"})
+                    "numpy.exp", "numpy.tanh", "numpy.outer", "irad.primitives.setitem", "irad.primitives.add_into",
+                    "irad.primitives.add_at", "irad.primitives.zeros_like"})
 
 
 def accumulate_in_place(g: Graph) -> Graph:
     """Turn ``c = a + b`` into ``c = np.add(a, b, out=a)`` where ``a`` is a fresh array that dies there.
 
     Before: ``%9: f64[64,128] = operator.add(%7, %8)`` (``%7`` read nowhere else).
-    After:  ``%9: f64[64,128] = irad.ops.add_into(%7, %8)``: no new buffer for the sum.
+    After:  ``%9: f64[64,128] = irad.primitives.add_into(%7, %8)``: no new buffer for the sum.
     """
     last: dict[int, int] = {}
     for i, op in enumerate(g.ops):
@@ -34,7 +34,7 @@ def accumulate_in_place(g: Graph) -> Graph:
             out = op.outs[0]
             if isinstance(a, Var) and a.id in fresh and last.get(a.id) == i and a != b and \
                     isinstance(out.type, ArrayT) and not out.type.scalar and a.type == out.type:
-                op = Op("irad.ops.add_into", op.args, (), op.outs, irad_ops.add_into, op.loc)
+                op = Op("irad.primitives.add_into", op.args, (), op.outs, irad_ops.add_into, op.loc)
                 changed += 1
         if op.prim in _FRESH and len(op.outs) == 1 and not op.unpack:
             fresh.add(op.outs[0].id)

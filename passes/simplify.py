@@ -250,9 +250,9 @@ MAX_ASSEMBLED = 1024
 
 
 def _scatter_of(op: Op) -> tuple[tuple[int, ...], dict[int, Any]] | None:
-    """``irad.ops.setitem(zeros, i, v)`` (``x[i]``'s pullback: a float64 array of zeros with one
+    """``irad.primitives.setitem(zeros, i, v)`` (``x[i]``'s pullback: a float64 array of zeros with one
     float element set) as ``(shape, {flat index: v})``; else None."""
-    if op.prim != "irad.ops.setitem" or op.kwargs or op.unpack or len(op.args) != 3 or len(op.outs) != 1:
+    if op.prim != "irad.primitives.setitem" or op.kwargs or op.unpack or len(op.args) != 3 or len(op.outs) != 1:
         return None
     z, idx, v = op.args
     zv = z.value if isinstance(z, Const) and not z.live else None

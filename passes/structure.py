@@ -74,7 +74,7 @@ _VIEWS = frozenset({"numpy.transpose", "numpy.swapaxes", "numpy.matrix_transpose
                     "numpy.ndarray.view", "numpy.ndarray.reshape", "numpy.ndarray.ravel",
                     "numpy.ndarray.transpose", "numpy.conjugate", "numpy.conj", "numpy.array"})
 #: ops that update their first argument in place
-_IN_PLACE = frozenset({"irad.ops.add_into"})
+_IN_PLACE = frozenset({"irad.primitives.add_into"})
 
 
 def _primal(op: Op) -> tuple[str, tuple[Any, ...], dict[str, Any], tuple[Var, ...]]:

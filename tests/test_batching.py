@@ -17,7 +17,7 @@ import pytest
 
 import irad
 from irad import ad, passes
-from irad import ops as irad_ops
+from irad import primitives as irad_ops
 from irad.passes import evaluate_residuals, split
 from irad.batching import Rows, batch
 from irad.ir import ArrayT, Const, Graph, Op, OpaqueT, ScalarT, Var, bind_outputs, const, map_atoms, verify
@@ -60,7 +60,7 @@ def typed_run(g: Graph, inputs: Sequence[Any]) -> list[Any]:
 
 
 def _copy(x: Any) -> Any:
-    """A fresh copy of an array (``irad.ops.add_into`` writes into its first argument)."""
+    """A fresh copy of an array (``irad.primitives.add_into`` writes into its first argument)."""
     return x.copy() if isinstance(x, np.ndarray) else x
 
 
@@ -316,9 +316,9 @@ def _graph(name: str, inputs: Sequence[ArrayT | ScalarT], body: Callable[..., tu
     vs = tuple(Var(k, t) for k, t in enumerate(inputs))
     fn, args, t = body(*vs)
     out = Var(len(vs), t)
-    prim = {irad_ops.sum_to: "irad.ops.sum_to", irad_ops.to_dtype: "irad.ops.to_dtype",
-            irad_ops.zeros_like: "irad.ops.zeros_like", irad_ops.add_into: "irad.ops.add_into",
-            irad_ops.setitem: "irad.ops.setitem", irad_ops.add_at: "irad.ops.add_at",
+    prim = {irad_ops.sum_to: "irad.primitives.sum_to", irad_ops.to_dtype: "irad.primitives.to_dtype",
+            irad_ops.zeros_like: "irad.primitives.zeros_like", irad_ops.add_into: "irad.primitives.add_into",
+            irad_ops.setitem: "irad.primitives.setitem", irad_ops.add_at: "irad.primitives.add_at",
             np.bincount: "numpy.bincount"}[fn]
     kwargs = ()
     if isinstance(args, dict):
@@ -459,7 +459,7 @@ def test_guards_hold_for_every_row() -> None:
     np.testing.assert_allclose(fn(np.ones((2, 2)))[0], 2 * np.ones((2, 2)))
     with pytest.raises(GuardError):
         fn(np.array([[1.0, 1.0], [-1.0, -1.0]]))  # the second row takes the other branch
-    assert any(op.prim == "irad.ops.guard" for op in passes.dce(bg).ops)
+    assert any(op.prim == "irad.primitives.guard" for op in passes.dce(bg).ops)
 
 
 # ---- the corpus: every backward graph batched over its output cotangents ----

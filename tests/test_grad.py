@@ -260,8 +260,8 @@ def test_truth_test_of_a_scalar_comparison_still_guards():
         return x.sum() * 2 if x.sum() > 0 else x.sum()
 
     g = irad.trace(f, np.array([1.0, 2.0]))
-    assert [op.prim for op in g.guards] == ["irad.ops.guard"]
-    assert "irad.ops.guard[expected=True]" in str(g)
+    assert [op.prim for op in g.guards] == ["irad.primitives.guard"]
+    assert "irad.primitives.guard[expected=True]" in str(g)
 
 
 def test_builtin_max_min_route_the_cotangent_by_value_on_every_call():

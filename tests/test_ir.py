@@ -107,8 +107,8 @@ def test_format_op_and_graph() -> None:
     op = Op("numpy.add", (x, Const(w, typeof(w), "global W")), (("dtype", const("float64")),), (y,), np.add,
             Loc("/a/b/model.py", 7, "loss"))
     assert format_op(op) == "%1: f64[3] = numpy.add[dtype='float64'](%0, $W)"
-    guard = Op("irad.ops.guard", (x,), (("expected", const(True)),), (), lambda v, expected: None)
-    assert format_op(guard) == "irad.ops.guard[expected=True](%0)"
+    guard = Op("irad.primitives.guard", (x,), (("expected", const(True)),), (), lambda v, expected: None)
+    assert format_op(guard) == "irad.primitives.guard[expected=True](%0)"
     g = Graph("f", (x,), (op,), (y, const(2.0)))
     assert format_graph(g) == "\n".join([
         "graph f(%0: f64[3]) -> (f64[3], float):",

@@ -98,7 +98,7 @@ def test_in_place_update_kills_the_fact_and_its_views() -> None:
     t = irad.ir.Var(100, low.type)
     s = irad.ir.Var(101, low.type)
     ops = g.ops + (irad.ir.Op("numpy.transpose", (low,), (), (t,), np.transpose),
-                   irad.ir.Op("irad.ops.add_into", (low, low), (), (s,), irad.ops.add_into))
+                   irad.ir.Op("irad.primitives.add_into", (low, low), (), (s,), irad.primitives.add_into))
     h = g.replace(ops=ops, outputs=(t, s))
     assert st.structure(g)[low.id].tri == "lower"
     facts = st.structure(h)
@@ -467,7 +467,7 @@ def test_shared_lu_not_for_a_matrix_written_in_place() -> None:
     g = irad.trace(lambda a, b: (np.linalg.solve(a, b), np.linalg.solve(a, 2.0 * b)), a, b)
     assert LU in prims(st.shared_lu(g))
     s = irad.ir.Var(100, g.inputs[0].type)
-    h = g.replace(ops=g.ops + (irad.ir.Op("irad.ops.add_into", (g.inputs[0], g.inputs[0]), (), (s,), irad.ops.add_into),),
+    h = g.replace(ops=g.ops + (irad.ir.Op("irad.primitives.add_into", (g.inputs[0], g.inputs[0]), (), (s,), irad.primitives.add_into),),
                   outputs=g.outputs + (s,))
     assert st.shared_lu(h) is h
 

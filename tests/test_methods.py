@@ -119,7 +119,7 @@ def test_method_rules_follow_the_mro_and_opt_outs():
     assert sorted(TOTAL_RULE_HITS) == ["Matrix", "Plain"]  # Diag and Weird were traced through
     g = irad.trace(f, x)
     # the objects handed to the rule are rebuilt from their traced attributes
-    assert sum(op.prim == "irad.ops.rebuild" for op in g.ops) == 2
+    assert sum(op.prim == "irad.primitives.rebuild" for op in g.ops) == 2
     expected = 3.0 + np.eye(2) + 1.0 + 1.0
     np.testing.assert_allclose(irad.grad(f)(x), expected)
     check_grads(f, x)

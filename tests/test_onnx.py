@@ -138,7 +138,7 @@ def test_a_rule_with_no_onnx_form_says_why():
         ionnx.export(f, np.array([1.0, -2.0, 3.0]), inline=False)
     msg = str(info.value)
     assert f"rule_fwd[operator.getitem] at {_line(f, 'x[x > 0]')}: a rule with no ONNX form: " in msg
-    assert "irad.ops.guard_shape" in msg
+    assert "irad.primitives.guard_shape" in msg
 
 
 def _line(fn, text):
@@ -172,7 +172,7 @@ def test_export_error_lists_every_blocking_op_with_its_line():
     msg = str(err)
     assert "cannot export bad_grad to ONNX" in msg
     assert f"numpy.arctan at {_line(bad, 'np.arctan')}: no ONNX mapping" in msg
-    assert f"irad.ops.guard at {_line(bad, 'if x[0]')}: value-dependent control flow" in msg
+    assert f"irad.primitives.guard at {_line(bad, 'if x[0]')}: value-dependent control flow" in msg
     assert "call_pullback[" in msg and "opaque" in msg and "Pullback" in msg
     assert "a rule with no ONNX form: its pullback is a closure irad could not lift" in msg
     assert f"at {_line(bad, 'opaque(y)')}" in msg

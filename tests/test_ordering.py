@@ -133,5 +133,5 @@ def test_the_program_holds_one_comparison_per_neighbour():
         return weighted(sorted(x, key=lambda v: -v))
 
     graph = irad.trace(f, POINTS[0])
-    guards = [op for op in graph.ops if op.prim == "irad.ops.guard"]
+    guards = [op for op in graph.ops if op.prim == "irad.primitives.guard"]
     assert len(guards) == 3

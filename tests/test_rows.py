@@ -427,7 +427,7 @@ def masked(w, X, y):
 def test_guards(f, n):
     rng = np.random.default_rng(n)
     X, y = _data(n, 3, rng)
-    msg = refuses(f, rng.standard_normal(3), X, y, "sum", prim="irad.ops.guard", marker="# <-")
+    msg = refuses(f, rng.standard_normal(3), X, y, "sum", prim="irad.primitives.guard", marker="# <-")
     assert "branch" in msg
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from irad import ops
+from irad import primitives as ops
 from irad.rules import doc, registry
 from irad.rules._common import builtin_entries, builtin_nondiff
 from irad.rules.decomp_rules import cho_inverse

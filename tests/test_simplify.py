@@ -298,11 +298,11 @@ def _arr(i, shape=(3,)):
 
 
 def test_an_array_temporary_never_moves_past_an_in_place_write():
-    from irad import ops as irad_ops
+    from irad import primitives as irad_ops
     a, b, t, s, u = _arr(0), _arr(1), _arr(2), _arr(3), _arr(4)
     g = Graph("g", (a, b), (
         Op("operator.mul", (a, Const(2.0, ScalarT("float"))), (), (t,), operator.mul),
-        Op("irad.ops.add_into", (a, b), (), (s,), irad_ops.add_into),  # writes into a's buffer
+        Op("irad.primitives.add_into", (a, b), (), (s,), irad_ops.add_into),  # writes into a's buffer
         Op("operator.add", (t, s), (), (u,), operator.add),
     ), (u,))
     assert inline_plan(g, {0, 1, 4}) == {}
@@ -324,7 +324,7 @@ def test_a_number_temporary_moves_past_pure_ops_not_past_effects():
            Op("operator.add", (t, Const(1.0, f_)), (), (u,), operator.add))
     g = Graph("g", (a, arr), ops, (u, m))
     assert inline_plan(g, {0, 4, 3, 2}) == {0: 2}
-    guard = Op("irad.ops.guard", (a,), (("expected", Const(True, ScalarT("bool"))),), (), None)
+    guard = Op("irad.primitives.guard", (a,), (("expected", Const(True, ScalarT("bool"))),), (), None)
     g2 = g.replace(ops=(ops[0], guard, ops[2]), outputs=(u,))
     assert inline_plan(g2, {0, 4, 3}) == {}
 
@@ -491,7 +491,7 @@ def test_scatters_of_array_elements_become_one_array(n, unrolled):
     exact = [(rng.integers(-5, 5, size=n).astype(float),) for _ in range(3)]
     vg = _same_programs(rosen, *exact)
     prims = _prims_of(rosen, exact[0][0])
-    assert "irad.ops.setitem" not in prims and prims.count("numpy.array") == 1
+    assert "irad.primitives.setitem" not in prims and prims.count("numpy.array") == 1
     x = rng.normal(size=n)
     vg(x)
     check_grads(rosen, rng.normal(size=n))
@@ -501,7 +501,7 @@ def test_scatters_in_two_dimensions_and_repeated_elements():
     rng = np.random.default_rng(7)
     exact = [(rng.integers(-3, 3, size=(3, 4)).astype(float),) for _ in range(3)]
     _same_programs(_grid, *exact)
-    assert "irad.ops.setitem" not in _prims_of(_grid, exact[0][0])
+    assert "irad.primitives.setitem" not in _prims_of(_grid, exact[0][0])
     check_grads(_grid, rng.normal(size=(3, 4)))
 
 
@@ -512,8 +512,8 @@ def test_scatter_near_misses_keep_their_scatters():
     def f32(x):
         return x[0] * x[1] + x[2]
 
-    assert "irad.ops.setitem" in _prims_of(sliced, np.arange(4.0)) or \
-        "irad.ops.add_at" in _prims_of(sliced, np.arange(4.0))
+    assert "irad.primitives.setitem" in _prims_of(sliced, np.arange(4.0)) or \
+        "irad.primitives.add_at" in _prims_of(sliced, np.arange(4.0))
     assert "numpy.array" not in _prims_of(f32, np.arange(3, dtype=np.float32))
     big = np.arange(float(2 * 1024))
     assert "numpy.array" not in _prims_of(lambda x: x[0] * x[5] + x[7], big)

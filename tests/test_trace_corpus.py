@@ -161,14 +161,14 @@ def test_print_pytrees_guard_and_inplace_update() -> None:
         _line("  %4: f64[4,2] = operator.add(%3, %1)", L + 2),
         _line("  %5: f64[] = numpy.ndarray.sum(%4)", L + 3),
         _line("  %6: bool[] = operator.gt(%5, 0)", L + 3),
-        _line("  irad.ops.guard[expected=True](%6)", L + 3),
+        _line("  irad.primitives.guard[expected=True](%6)", L + 3),
         _line("  %7: f64[4,2] = operator.mul(%4, 2.0)", L + 4),
         _line("  %8: f64[4,2] = numpy.ndarray.copy(%7)", L + 5),
-        _line("  %9: f64[4,2] = irad.ops.setitem(%8, 0, 0.0)", L + 6),
+        _line("  %9: f64[4,2] = irad.primitives.setitem(%8, 0, 0.0)", L + 6),
         _line("  %10: f64[2] = numpy.ndarray.mean[axis=0](%9)", L + 7),
         "  return %9, %10",
     ])
-    assert [op.prim for op in g.guards] == ["irad.ops.guard"]
+    assert [op.prim for op in g.guards] == ["irad.primitives.guard"]
     assert [v.hint for v in g.inputs] == ["params.W", "params.b", "x"]
 
 

@@ -1,6 +1,6 @@
 """Random reorderings of traced values: ``rng.shuffle``, ``rng.permutation``, ``random.shuffle``.
 
-The order is an impure op of its own (``irad.ops.draw_order``), drawn at each call exactly as the
+The order is an impure op of its own (``irad.primitives.draw_order``), drawn at each call exactly as the
 user's call draws, and the values are gathered by it, so a compiled program shuffles anew on
 every call, leaves the generator in the state the function leaves it in, and its gradient undoes
 that call's order.  Every case is checked on the second and later calls of one compiled object:
@@ -158,7 +158,7 @@ def test_the_order_is_an_op_of_its_own():
         rng.shuffle(y)
         return y[0]
     text = str(irad.trace(f, np.arange(3.0)))
-    assert "irad.ops.draw_order" in text and "numpy.take" in text
+    assert "irad.primitives.draw_order" in text and "numpy.take" in text
 
 
 def test_a_generator_made_inside_the_function_is_made_at_each_call():

@@ -40,14 +40,14 @@ REFUSED = {
     "sort_top3": "numpy.bincount",  # sort's pullback scatters with bincount
     "constant_mask_indexing": "rule_fwd",  # the masked-gather rule runs numpy
     "data_mask_indexing": "rule_fwd",
-    "add_at_scatter": "irad.ops.add_at",  # a scatter-add: no standard form
+    "add_at_scatter": "irad.primitives.add_at",  # a scatter-add: no standard form
     "augmented_subscript": "numpy.bincount",
     "conv1d_valid": "numpy.convolve",
-    "transpose_view_written_back": "irad.ops.setitem",  # a write through a view: an integer-array key
-    "reshape_view_update": "irad.ops.setitem",
-    "untracked_reshaped_buffer": "irad.ops.setitem",
-    "views_of_an_untracked_buffer": "irad.ops.setitem",
-    "fortran_ordered_buffer_views": "irad.ops.setitem",
+    "transpose_view_written_back": "irad.primitives.setitem",  # a write through a view: an integer-array key
+    "reshape_view_update": "irad.primitives.setitem",
+    "untracked_reshaped_buffer": "irad.primitives.setitem",
+    "views_of_an_untracked_buffer": "irad.primitives.setitem",
+    "fortran_ordered_buffer_views": "irad.primitives.setitem",
 }
 
 

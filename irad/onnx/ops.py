@@ -238,7 +238,7 @@ OPS["builtins.abs"] = OPS["operator.abs"] = _unary("Abs")
 OPS["numpy.asarray"] = OPS["numpy.array"] = OPS["numpy.ascontiguousarray"] = OPS["operator.pos"] = \
     OPS["numpy.positive"] = _unary("Identity")
 OPS["numpy.copy"] = _unary("Identity")
-OPS["irad.ops.read_live"] = _unary("Identity")  # an array of the world, read before the function updates it
+OPS["irad.primitives.read_live"] = _unary("Identity")  # an array of the world, read before the function updates it
 
 
 # onnxruntime has no float64 kernels for Tan, Sinh, Cosh (nor Asin, Acos, Atan, ...: not mapped)
@@ -435,7 +435,7 @@ OPS["numpy.expand_dims"] = OPS["numpy.squeeze"] = OPS["numpy.atleast_1d"] = OPS[
     _to_shape("Reshape")
 
 
-@_reg("irad.ops.sum_to")
+@_reg("irad.primitives.sum_to")
 def _sum_to(b: _Builder, op: Op, out: str) -> None:
     x = op.args[0]
     _, gshape = b.meta(x)
@@ -451,7 +451,7 @@ def _sum_to(b: _Builder, op: Op, out: str) -> None:
            [name, b.ints(shape)], out=out)
 
 
-@_reg("irad.ops.to_dtype")
+@_reg("irad.primitives.to_dtype")
 def _to_dtype(b: _Builder, op: Op, out: str) -> None:
     b.node("Identity", [b.cast(op.args[0], _out_dtype(op))], out=out)
 
@@ -661,7 +661,7 @@ def _expand_to(b: _Builder, v: Any, dt: str, shape: tuple[int, ...]) -> str:
 
 
 def _scatter(reduction: str | None) -> Emit:
-    """``a[idx] = v`` (``irad.ops.setitem``) and ``np.add.at(a, idx, v)`` (``irad.ops.add_at``):
+    """``a[idx] = v`` (``irad.primitives.setitem``) and ``np.add.at(a, idx, v)`` (``irad.primitives.add_at``):
     ``ScatterND`` on the flattened array at flat positions, computed at export for a constant
     index, else gathered with the same (traced) index from a table of positions (a ``Range``)."""
     def emit(b: _Builder, op: Op, out: str) -> None:
@@ -710,8 +710,8 @@ def _scatter(reduction: str | None) -> Emit:
     return emit
 
 
-OPS["irad.ops.setitem"] = _scatter(None)
-OPS["irad.ops.add_at"] = _scatter("add")
+OPS["irad.primitives.setitem"] = _scatter(None)
+OPS["irad.primitives.add_at"] = _scatter("add")
 
 
 def _to_out(b: _Builder, op: Op, out: str) -> None:
@@ -1013,7 +1013,7 @@ def _seq_reduce(b: _Builder, op: Op, out: str) -> None:
     b.node("Identity", [acc], out=out)
 
 
-@_reg("numpy.zeros_like", "irad.ops.zeros_like", "numpy.ones_like")
+@_reg("numpy.zeros_like", "irad.primitives.zeros_like", "numpy.ones_like")
 def _const_like(b: _Builder, op: Op, out: str) -> None:
     if len(op.args) != 1 or any(not k.startswith("_") for k, _ in op.kwargs):
         raise _Unsupported(f"{op.prim} with extra arguments")
@@ -1096,7 +1096,7 @@ def _topk(b: _Builder, op: Op, x: Any, pos: int = 1) -> list[str]:
     return b.node_outs("TopK", [name, b.ints([n])], [None, None], axis=axis, largest=0, sorted=1)
 
 
-@_reg("numpy.sort", "irad.ops.sort_inplace")
+@_reg("numpy.sort", "irad.primitives.sort_inplace")
 def _sort(b: _Builder, op: Op, out: str) -> None:
     """Sorted values: equal values are interchangeable, so the sort kind does not matter."""
     values = _topk(b, op, op.args[0])[0]
@@ -1376,7 +1376,7 @@ def _imag(b: _Builder, op: Op, out: str) -> None:
     b.node("Identity", [b.array(np.zeros(_shape(op.out.type), dtype=_out_dtype(op)))], out=out)
 
 
-@_reg("irad.ops.copyto")
+@_reg("irad.primitives.copyto")
 def _copyto(b: _Builder, op: Op, out: str) -> None:
     """``np.copyto(dst, src)`` as a value: ``src`` cast to ``dst``'s dtype and broadcast to its shape."""
     dst, src = _args(op, 2)
@@ -1391,8 +1391,8 @@ def _guard_shape(b: _Builder, op: Op, outs: list[str]) -> None:
     Reshape is the guard.  Producers that are not mapped block the export themselves."""
 
 
-MULTI_OPS["irad.ops.guard_shape"] = _guard_shape
-MULTI_OPS["irad.ops.guard_dtype"] = _guard_shape  # no node either: an ONNX graph's types are fixed
+MULTI_OPS["irad.primitives.guard_shape"] = _guard_shape
+MULTI_OPS["irad.primitives.guard_dtype"] = _guard_shape  # no node either: an ONNX graph's types are fixed
 
 
 @_reg("builtins.max", "builtins.min")

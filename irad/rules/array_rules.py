@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import ops
+from .. import primitives as ops
 from ._common import Table, is_float, labels, nones, options, scatter_labels, struct_cot
 from .numpy_rules import _tie_mean, sort_pullback, sort_state
 from ..errors import NoRuleError

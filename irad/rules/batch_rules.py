@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import ops as irad_ops
+from .. import primitives as irad_ops
 from ..batching import Batcher, Fallback, Looped, Rule, dtype_of, register
 from ..ir import ArrayT, Const, OpaqueT, Op, ScalarT, Var, const, map_atoms
 from ..pytree import flatten
@@ -182,7 +182,7 @@ def _to_float(dtype: str) -> Rule:
 
 
 def _to_dtype(b: Batcher, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Var]:
-    """``irad.ops.to_dtype(g, dtype, scalar)``: a batched cotangent is an array, never a scalar."""
+    """``irad.primitives.to_dtype(g, dtype, scalar)``: a batched cotangent is an array, never a scalar."""
     g = _only_first_batched(b, args, kwargs)
     return b.rewrite(op, irad_ops.to_dtype, (g, args[1], const(False)))
 
@@ -413,7 +413,7 @@ def _getitem(b: Batcher, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 
 def _scatter(b: Batcher, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Var]:
-    """``irad.ops.setitem(a, index, v)`` / ``add_at``: both copy ``a``, so an unbatched ``a`` may be
+    """``irad.primitives.setitem(a, index, v)`` / ``add_at``: both copy ``a``, so an unbatched ``a`` may be
     a broadcast view; ``v`` gets unit axes to broadcast against each row's ``a[index]``."""
     if len(args) != 3 or kwargs:
         raise Fallback("keywords")
@@ -642,7 +642,7 @@ def _solve(b: Batcher, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 
 
 def _sum_to(b: Batcher, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Var]:
-    """``irad.ops.sum_to(g, shape)`` per row: the extra leading axes of a row are summed first,
+    """``irad.primitives.sum_to(g, shape)`` per row: the extra leading axes of a row are summed first,
     so that the batch axis stays where ``sum_to`` does not look."""
     g = _only_first_batched(b, args, kwargs)
     shape = tuple(_static(args[1]))

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import ops
+from .. import primitives as ops
 from ._common import Table, is_float, labels, nones, options, scatter_labels
 from ..errors import NoRuleError
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import ops
+from .. import primitives as ops
 from ._common import Table, cj, nones
 from ..errors import NoRuleError
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import ops
+from .. import primitives as ops
 from .registry import defrule
 
 

@@ -6,7 +6,7 @@ The canonical rule is explicit (seed thread 000): two ordinary, named functions
     bwd(state, ybar)     -> (cot_0, ...)      one cotangent per positional argument (None: zero)
 
 Cotangents may keep the broadcast shape of ``y``: the reverse-mode transform sums them down to
-the argument's shape (``irad.ops.sum_to``) and casts them to the argument's type, so rules never
+the argument's shape (``irad.primitives.sum_to``) and casts them to the argument's type, so rules never
 handle broadcasting.  A positional argument that is a list (``np.concatenate([a, b])``) gets a
 list of cotangents.  Keyword arguments are static: they get no cotangent.  For an op whose result
 is a container (``np.linalg.eigh``), ``ybar`` is a tuple with one (materialised) cotangent per leaf.

@@ -1,6 +1,6 @@
 """irad's own primitives: functional forms of in-place numpy updates, guards, and AD helpers.
 
-Each is an ordinary importable function (``irad.ops.setitem``) so graphs stay printable,
+Each is an ordinary importable function (``irad.primitives.setitem``) so graphs stay printable,
 evaluable and serialisable.  None of them mutates its inputs.
 """
 from __future__ import annotations
