@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import operator
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, Union, cast
@@ -578,6 +579,10 @@ def verify(g: Graph) -> Graph:
             fail(f"op {op.prim} has no callable", i)
         if op.prim == "irad.loop":
             _verify_loop(op, fail, i)
+        else:
+            wrong = abstract_mismatch(op)
+            if wrong is not None:
+                fail(wrong, i)
     for o in g.outputs:
         if isinstance(o, Var):
             if o.id not in defined:
@@ -587,6 +592,78 @@ def verify(g: Graph) -> Graph:
         elif not isinstance(o, Const):
             fail(f"output {o!r} is not an atom", len(g.ops))
     return g
+
+
+#: numpy functions and methods whose output type ``verify`` recomputes from their inputs' types
+#: (with the ufuncs and the ``operator`` functions): the array plumbing passes write most
+_SHAPE_FNS: frozenset[Any] = frozenset({
+    np.sum, np.mean, np.prod, np.max, np.min, np.dot, np.outer, np.tensordot, np.transpose, np.reshape,
+    np.broadcast_to, np.expand_dims, np.squeeze, np.swapaxes, np.moveaxis, np.where, np.stack,
+    np.concatenate, np.trace, np.diagonal, np.cumsum, np.clip, np.zeros_like, np.ones_like,
+    np.ndarray.sum, np.ndarray.mean, np.ndarray.prod, np.ndarray.max, np.ndarray.min, np.ndarray.reshape,
+    np.ndarray.transpose, np.ndarray.dot, np.ndarray.astype, np.ndarray.ravel, np.ravel,
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+    operator.pow, operator.matmul, operator.neg, operator.pos, operator.abs, operator.lt, operator.le,
+    operator.eq, operator.ne, operator.gt, operator.ge, operator.and_, operator.or_, operator.xor,
+    operator.invert})
+#: stand-ins larger than this are not built: ``verify`` stays cheap on graphs of big arrays
+_ABSTRACT_MAX_ELEMENTS = 1 << 16
+_STAND_IN_SCALARS: dict[str, Any] = {"float": 1.0, "int": 1, "bool": True, "complex": 1 + 0j}
+
+
+class _NotChecked(Exception):
+    """An input ``abstract_mismatch`` cannot stand in for (an opaque value, a big array)."""
+
+
+def _stand_in(a: Any) -> Any:
+    """A value of atom ``a``'s type: ones of its dtype and shape, the constant itself for a Const."""
+    if isinstance(a, Const):
+        return a.value
+    t = a.type
+    if isinstance(t, ScalarT) and t.kind in _STAND_IN_SCALARS:
+        return _STAND_IN_SCALARS[t.kind]
+    if isinstance(t, ArrayT) and int(np.prod(t.shape)) <= _ABSTRACT_MAX_ELEMENTS:
+        try:
+            dt = np.dtype(t.dtype)
+        except TypeError:
+            raise _NotChecked from None
+        return dt.type(1) if t.scalar else np.ones(t.shape, dt)
+    raise _NotChecked
+
+
+def abstract_mismatch(op: Op) -> str | None:
+    """What is wrong with ``op``'s declared output type, recomputed by running its prim on stand-ins
+    of its inputs' types (for the ufuncs, the ``operator`` functions and ``_SHAPE_FNS``); None when it
+    agrees, or when the op is not one of these, has several outputs, or reads a value with no stand-in.
+
+    The stand-ins are small arrays of ones: a prim whose output type depends on its inputs' values is
+    not in the table.  An op that fails on its stand-ins is not judged (the values may be what fail)."""
+    fn = op.fn
+    if len(op.outs) != 1 or op.unpack or not (isinstance(fn, np.ufunc) or _hashable_in(fn, _SHAPE_FNS)):
+        return None
+    if any(k == "out" for k, _ in op.kwargs):
+        return None
+    try:
+        args = [map_atoms(a, _stand_in) for a in op.args]
+        kwargs = {k: map_atoms(a, _stand_in) for k, a in op.kwargs if not k.startswith("_")}
+    except _NotChecked:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            got = typeof(cast(Callable[..., Any], fn)(*args, **kwargs))
+    except Exception:  # NOTE: judged on its real values only: its stand-ins may be what fails
+        return None
+    o = op.outs[0]
+    if got != o.type:
+        return f"{op.prim} of these input types gives {got}, but its output {o} is declared {o.type}"
+    return None
+
+
+def _hashable_in(fn: Any, table: frozenset[Any]) -> bool:
+    try:
+        return fn in table
+    except TypeError:  # an unhashable callable
+        return False
 
 
 def _verify_loop(op: Op, fail: Callable[[str, int], None], i: int) -> None:
