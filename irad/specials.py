@@ -2,7 +2,8 @@
 at structure, builtins that dispatch to user dunders, and numpy functions/methods that mutate.
 
 Each handler is ``handler(tracer, args, kwargs)`` (array methods: ``handler(tracer, a, args,
-kwargs)``); the tables at the bottom map callables (by identity) to handlers.
+kwargs)``); the tables at the bottom map callables (by identity) to handlers.  The tracer is seen
+through ``irad.tracer_api.TracerAPI``: the part of ``irad.trace.Tracer`` these handlers use.
 """
 from __future__ import annotations
 
@@ -15,18 +16,14 @@ import itertools
 import operator
 import random
 import types
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
 import numpy as np
 
 from . import hooks
 from .instrument import INSTRUMENTED, instrument_function
 from .ir import const
-
-if TYPE_CHECKING:
-    from .trace import Tracer
-
-Handler = Callable[..., Any]
+from .tracer_api import ArrayHandler, Handler, TracerAPI
 
 
 # ---- callbacks handed to C code -------------------------------------------------------------
@@ -81,7 +78,7 @@ def predicate(f: Any) -> Any:
 def _callbacks_at(fn: Any, positions: tuple[int, ...]) -> Handler:
     wrap = predicate if any(fn is p for p in _PREDICATE_TAKERS) else callback
 
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         args, kwargs = _explicit_default(fn, args, kwargs)
         args = tuple(wrap(a) if i in positions else t.iterable(a) for i, a in enumerate(args))
         if "key" in kwargs:
@@ -95,12 +92,12 @@ def _callbacks_at(fn: Any, positions: tuple[int, ...]) -> Handler:
 # ---- iteration ------------------------------------------------------------------------------
 
 def _iter_consumer(fn: Any) -> Handler:
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return fn(*(t.iterable(a) for a in args), **kwargs)
     return run
 
 
-def _compress(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _compress(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``itertools.compress(data, selectors)``: each selector's truth taken by the tracer (guarded),
     lazily (the selectors may be an endless iterator)."""
     data = args[0] if args else kwargs["data"]
@@ -111,13 +108,13 @@ def _compress(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 def _hash_builder(fn: Any) -> Handler:
     """``set(xs)``, ``frozenset(xs)``: the tracer sees the items (rows of a traced array) and notes
     traced members (``Tracer.note_keys``), whose equalities decide what the set holds."""
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return t.call_prim(fn, tuple(a if isinstance(a, (set, frozenset, dict)) else t.iterable(a) for a in args),
                            kwargs)
     return run
 
 
-def _reversed(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _reversed(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     (seq,) = args
     if t.is_pyobject(seq):
         d = t.dunder(type(seq), "__reversed__")
@@ -133,7 +130,7 @@ def _any_all(fn: Any) -> Handler:
     """``any``/``all``: every truth test made through the tracer (guarded), short-circuiting."""
     stop_on = fn is builtins.any  # any() stops at the first true item, all() at the first false one
 
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         (it,) = args
         if t.is_tracked(it):  # any(mask) of a traced array: one recorded reduction, one guard
             return bool(t.record(fn, (it,), {}, fn(it)))
@@ -144,7 +141,7 @@ def _any_all(fn: Any) -> Handler:
     return run
 
 
-def _sum(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _sum(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     start = args[1] if len(args) > 1 else kwargs.get("start", 0)
     acc = start
     for x in t.iterable(args[0]):
@@ -159,26 +156,26 @@ class _Key:
 
     __slots__ = ("t", "v", "what")
 
-    def __init__(self, t: Tracer, v: Any, what: str) -> None:
+    def __init__(self, t: TracerAPI, v: Any, what: str) -> None:
         self.t, self.v, self.what = t, v, what
 
     def __lt__(self, other: "_Key") -> bool:
         return _less(self.t, self.v, other.v, self.what)
 
 
-def _less(t: Tracer, a: Any, b: Any, what: str) -> bool:
+def _less(t: TracerAPI, a: Any, b: Any, what: str) -> bool:
     """``a < b`` as Python decides it, through the tracer: on traced values a recorded comparison
     whose truth is guarded, so that a later call that orders them otherwise traces again."""
     return _decide(t, a, b, 0)
 
 
-def _decide(t: Tracer, a: Any, b: Any, op: int) -> bool:
+def _decide(t: TracerAPI, a: Any, b: Any, op: int) -> bool:
     """``a <op> b`` (``hooks.COMPARES``: 0 ``<``, 1 ``<=``, 4 ``>``, 5 ``>=``), its truth guarded when
     it depends on traced values; lists and tuples lexicographically (``Tracer.compare``)."""
     return bool(t.truth_value(t.compare(a, b, op)))
 
 
-def _needs_tracer(t: Tracer, keys: list[Any]) -> bool:
+def _needs_tracer(t: TracerAPI, keys: list[Any]) -> bool:
     return t.deep_tracked(keys) or any(t.is_pyobject(k) for k in keys) or any(
         isinstance(k, (tuple, list)) and any(t.is_pyobject(e) for e in k) for k in keys)
 
@@ -188,7 +185,7 @@ def _is_number(x: Any) -> bool:
         (type(x) is np.ndarray and x.ndim == 0 and x.dtype.kind in "fiu")
 
 
-def _sorted(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any], what: str = "sorted()") -> Any:
+def _sorted(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any], what: str = "sorted()") -> Any:
     """``sorted(items, key=..., reverse=...)`` of traced values.  Numbers without a key are sorted by
     ``np.sort`` in the program (at each call, ties splitting the gradient as its rule does).
     Otherwise the order is Python's, found on the values, and guarded by the comparisons of the
@@ -221,7 +218,7 @@ def _sorted(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any], what: str 
 def _nselect(largest: bool) -> Handler:
     """``heapq.nsmallest(n, items, key=...)`` / ``nlargest``: ``sorted(items, key=key)[:n]`` (with
     ``reverse=True``), as the heapq docs define them; guarded as ``sorted`` is."""
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         n, items = args[0], args[1]
         key = args[2] if len(args) > 2 else kwargs.get("key")
         what = f"heapq.{'nlargest' if largest else 'nsmallest'}()"
@@ -229,7 +226,7 @@ def _nselect(largest: bool) -> Handler:
     return run
 
 
-def _merge(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _merge(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``heapq.merge(*sorted_iterables, key=..., reverse=...)``: lazily, the head that comes first
     (the earliest iterable on ties), each choice a guarded comparison."""
     key, reverse = kwargs.get("key"), bool(kwargs.get("reverse", False))
@@ -260,7 +257,7 @@ def _merge(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 def _insort(bisect_fn: Any) -> Handler:
     """``bisect.insort_left/right(a, x, lo, hi, key=...)``: the position from ``bisect`` (a recorded
     call whose int result is guarded), then ``a.insert``."""
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         a, x, *rest = args
         key = kwargs.get("key")
         kx = t.call(key, (x,), {}) if key is not None else x
@@ -273,7 +270,7 @@ def _insort(bisect_fn: Any) -> Handler:
 LIST_DECISIONS = frozenset({"sort", "index", "remove", "count"})
 
 
-def list_decision(t: Tracer, items: list[Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def list_decision(t: TracerAPI, items: list[Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``items.sort()``, ``.index(v)``, ``.remove(v)``, ``.count(v)`` of a list holding traced
     values: CPython compares the items in C, natively, which would bake the trace's order (or
     match) into the program.  Here every comparison goes through the tracer: equalities guard,
@@ -304,7 +301,7 @@ HEAP_ORDERING = tuple(f for f in (getattr(heapq, n, None) for n in ("heapify", "
                                                                    "heapreplace", "heappushpop")) if f is not None)
 
 
-def heap_call(t: Tracer, name: str, args: tuple[Any, ...]) -> Any:
+def heap_call(t: TracerAPI, name: str, args: tuple[Any, ...]) -> Any:
     """``heapq.heapify/heappush/heappop/heapreplace/heappushpop`` over a list holding traced values:
     the algorithm of CPython's heapq (the C module's is the same, so the heap is the same list),
     with each ``<`` it makes through the tracer, a guard.  Items move as references."""
@@ -361,7 +358,7 @@ def heap_call(t: Tracer, name: str, args: tuple[Any, ...]) -> Any:
 
 
 def _minmax(fn: Any) -> Handler:
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         items = list(t.iterable(args[0])) if len(args) == 1 else list(args)
         key = kwargs.get("key")
         if not items:
@@ -386,12 +383,12 @@ def _minmax(fn: Any) -> Handler:
 # ---- structure-only builtins: results depend on types and shapes, never on values ------------
 
 def _static(fn: Any) -> Handler:
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return fn(*args, **kwargs)
     return run
 
 
-def _id(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _id(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``id(v)`` of a traced value in the user's code is refused: each call of a compiled program
     computes new objects, so the number the trace saw would be baked in.  Library code traced
     through (copy.deepcopy's memo, pprint) only compares identities within the call: allowed."""
@@ -403,7 +400,7 @@ def _id(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return builtins.id(*args, **kwargs)
 
 
-def _len(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _len(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     (obj,) = args
     if t.world and id(obj) in t.world:  # `len(HOOKS)`: the items of a container of the world
         t.read_world(obj)
@@ -419,7 +416,7 @@ def _len(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return builtins.len(obj)
 
 
-def _hasattr(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def _hasattr(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     try:
         t.getattr(args[0], args[1])
     except AttributeError:
@@ -427,7 +424,7 @@ def _hasattr(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     return True
 
 
-def _getattr(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _getattr(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if len(args) == 3:
         try:
             return t.getattr(args[0], args[1])
@@ -436,11 +433,11 @@ def _getattr(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return t.getattr(*args)
 
 
-def _setattr(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _setattr(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     t.setattr(args[0], args[1], args[2])
 
 
-def _range(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _range(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     for a in args:
         if t.is_tracked(a):
             t.guard_value(a)
@@ -459,7 +456,7 @@ DUNDER_BUILTINS: dict[Any, tuple[str, ...]] = {
 }
 
 
-def run_dunder_builtin(t: Tracer, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def run_dunder_builtin(t: TracerAPI, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``f(obj, ...)`` for a user object whose dunder is Python code: run that code traced.
 
     Returns ``NotImplemented`` when no Python dunder applies (the caller then calls ``f``)."""
@@ -484,7 +481,7 @@ def run_dunder_builtin(t: Tracer, f: Any, args: tuple[Any, ...], kwargs: dict[st
 
 # ---- mutating numpy functions and array methods ---------------------------------------------
 
-def _copyto(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _copyto(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     from . import primitives as irad_ops
     dst, src = args[0], args[1]
     opts = dict(zip(("casting", "where"), args[2:]))
@@ -501,7 +498,7 @@ def _copyto(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     t.rebind(dst, irad_ops.copyto, atoms)
 
 
-def _fill_diagonal(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _fill_diagonal(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     from . import primitives as irad_ops
     a, v = args[0], args[1]
     before = t.before_mutation(a, "np.fill_diagonal")
@@ -511,7 +508,7 @@ def _fill_diagonal(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 
 
 def ufunc_at(ufunc: Any) -> Handler:
-    def run(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         from . import primitives as irad_ops
         if ufunc is not np.add:
             raise t.unsupported(f"np.{ufunc.__name__}.at", "use np.add.at or an out-of-place form")
@@ -523,7 +520,7 @@ def ufunc_at(ufunc: Any) -> Handler:
     return run
 
 
-def _put(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _put(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``np.put(a, ind, v, mode)`` is ``a.flat[ind] = v`` with ``v`` repeated as needed: an
     assignment at the unravelled indices (the last of repeated indices wins, as in numpy)."""
     a, ind, v = args[:3]
@@ -542,7 +539,7 @@ def _put(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     t.setitem(a, np.unravel_index(flat, a.shape), vals)
 
 
-def _place(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _place(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``np.place(a, mask, vals)``: the True positions get ``vals`` repeated, in order."""
     a, mask, vals = (list(args) + [kwargs.get(k) for k in ("arr", "mask", "vals")[len(args):]])[:3]
     if not isinstance(a, np.ndarray):
@@ -557,7 +554,7 @@ def _place(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return None
 
 
-def _putmask(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _putmask(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``np.putmask(a, mask, values)``: where mask holds, ``a`` takes ``values`` repeated over all
     of ``a``'s positions (so element k gets ``values[k % len(values)]``)."""
     a, mask, values = args[:3]
@@ -569,7 +566,7 @@ def _putmask(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return None
 
 
-def _put_along_axis(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _put_along_axis(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``np.put_along_axis(a, ind, values, axis)``: an assignment at the index ``take_along_axis`` reads."""
     names = ("arr", "indices", "values", "axis")
     o = dict(zip(names, args))
@@ -591,7 +588,7 @@ def _put_along_axis(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     return None
 
 
-def _array_fill(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _array_fill(t: TracerAPI, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     from . import primitives as irad_ops
     before = t.before_mutation(a, "a.fill")
     atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(args[0])), {})
@@ -599,7 +596,7 @@ def _array_fill(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[st
     t.rebind(a, irad_ops.fill, atoms)
 
 
-def _array_sort(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _array_sort(t: TracerAPI, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     before = t.before_mutation(a, "a.sort")
     axis = args[0] if args else kwargs.get("axis", -1)
     atoms = ((before,), {"axis": const(axis)})
@@ -607,7 +604,7 @@ def _array_sort(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[st
     t.rebind(a, np.sort, atoms)
 
 
-def _array_partition(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _array_partition(t: TracerAPI, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """``a.partition(kth)`` in place: ``a`` now stands for ``np.partition(a, kth)`` (its rule)."""
     before = t.before_mutation(a, "a.partition")
     o = dict(zip(("kth", "axis", "kind", "order"), args), **kwargs)
@@ -616,8 +613,8 @@ def _array_partition(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: di
     t.rebind(a, np.partition, atoms)
 
 
-def _array_unsupported(name: str) -> Handler:
-    def run(t: Tracer, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _array_unsupported(name: str) -> ArrayHandler:
+    def run(t: TracerAPI, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise t.unsupported(f"the in-place method a.{name}() on a traced array", "write the update out of place")
     return run
 
@@ -627,7 +624,7 @@ def _array_unsupported(name: str) -> Handler:
 RNG_REORDERS = frozenset({"shuffle", "permutation"})
 
 
-def rng_reorder(t: Tracer, rng: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def rng_reorder(t: TracerAPI, rng: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``rng.shuffle(x)`` / ``rng.permutation(x)`` of a traced array or a list holding traced values
     (numpy's ``Generator`` and ``RandomState``, ``np.random.shuffle``, ``random.shuffle``): the
     order is an op of its own, ``irad.primitives.draw_order(rng, n)`` (impure: a program draws anew at
@@ -716,7 +713,7 @@ class _TracedArrayConverter:
         return arr
 
 
-def _array_converter(t: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _array_converter(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     conv = _ArrayConverter(*args, **kwargs)
     if not t.deep_tracked(args):
         return conv
@@ -774,7 +771,7 @@ MUTATORS: dict[int, tuple[Any, Handler]] = _table([
     (np.put_along_axis, _put_along_axis),
 ])
 
-ARRAY_MUTATORS: dict[str, Handler] = {
+ARRAY_MUTATORS: dict[str, ArrayHandler] = {
     "fill": _array_fill, "sort": _array_sort, "partition": _array_partition,
     **{n: _array_unsupported(n) for n in ("put", "itemset", "resize", "setfield", "byteswap", "setflags")},
 }

@@ -50,6 +50,7 @@ from .weakcache import WeakIdMap
 from .specials import (ARRAY_MUTATORS, DUNDER_BUILTINS, HEAP_ORDERING, LIST_DECISIONS, MUTATORS, RNG_REORDERS,
                        SPECIAL, UFUNC_METHODS, callback, heap_call, list_decision, rng_reorder, run_dunder_builtin,
                        ufunc_at, vectorize_call)
+from .tracer_api import Handler
 
 _TRACKED_TYPES = (float, complex, np.ndarray, np.generic)
 #: containers whose methods only move references around: called natively, never recorded
@@ -121,6 +122,14 @@ def _native_class(tp: type) -> bool:
     """Python's and numpy's own classes (not traced through); a class of exec'd code without
     ``__name__`` has the module "builtins" too, but it is a heap type."""
     return tp.__module__ == "numpy" or (tp.__module__ == "builtins" and not tp.__flags__ & (1 << 9))
+
+
+def _python_class(tp: type) -> bool:
+    """Is ``tp`` a user class whose dunders or properties are Python code (``Tracer._is_pyclass``)?"""
+    return not _native_class(tp) and not issubclass(tp, (np.ndarray, np.generic)) and any(
+        isinstance(v, (types.FunctionType, property, functools.cached_property))
+        for klass in tp.__mro__[:-1] for k, v in vars(klass).items() if k.startswith("__") or
+        isinstance(v, (property, functools.cached_property)))
 
 
 #: class attributes of an ndarray subclass that do not change what its arithmetic computes
@@ -614,11 +623,7 @@ class Tracer(ViewTracking):
     def _is_pyclass(self, tp: type) -> bool:
         r = self._pyclass.get(tp)
         if r is None:
-            r = not _native_class(tp) and not issubclass(tp, (np.ndarray, np.generic)) and any(
-                isinstance(v, (types.FunctionType, property, functools.cached_property))
-                for klass in tp.__mro__[:-1] for k, v in vars(klass).items() if k.startswith("__") or
-                isinstance(v, (property, functools.cached_property)))
-            self._pyclass[tp] = r
+            r = self._pyclass[tp] = _python_class(tp)
         return r
 
     def is_pyobject(self, x: Any) -> bool:
@@ -1232,84 +1237,106 @@ class Tracer(ViewTracking):
     # ---- calls ----------------------------------------------------------------------------
 
     def call(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if f is _CAPTURE:  # a nested program reads a value this trace follows: the object itself
-            return args[0].value
+        """``f(*args, **kwargs)`` in traced code.  How it is traced is decided, in this order, by
+        ``type(f)`` alone where no later check can claim a callable of that type (``_CALL_BY_TYPE``:
+        a plain function, a bound method, a partial, a numpy ufunc, ...), then by the ordered checks
+        below (each may claim callables of many types: their order is semantics), and whatever none
+        of them takes is a primitive (``call_prim``)."""
         tf = type(f)
-        if tf is types.FunctionType:
-            handler = _SOLVER_CALLS.get((f.__module__, f.__name__)) if f.__name__ in _SOLVER_NAMES else None
-            if handler is not None:  # a solver or integrator: its implicit-function or adjoint rule
-                module, name = handler.split(":")
-                r = getattr(importlib.import_module("irad." + module), name)(self, f, args, dict(kwargs))
-                if r is not NotImplemented:
-                    return r
-            return self.call_python(f, args, kwargs)
+        by_type = _CALL_BY_TYPE.get(tf)
+        if by_type is not None:
+            return by_type(self, f, args, kwargs)
         nested = getattr(tf, "__irad_trace_call__", None)
         if nested is not None:  # an irad transform (grad of grad): it knows how to be traced
             return nested(f, self, args, kwargs)
-        if tf is types.MethodType:
-            fn = f.__func__
-            if type(fn) is types.FunctionType:
-                owner = f.__self__ if isinstance(f.__self__, type) else type(f.__self__)
-                self.deps.add(("attr", owner, fn.__name__, Identity(self.dunder(owner, fn.__name__))))
-                return self.call_python(fn, (f.__self__,) + args, kwargs)
-            return self.call_prim(f, args, kwargs)
-        if tf is functools.partial:
-            if id(f) not in self.born:  # `grad(partial(loss, params))`: what it holds is of the world
-                for a in f.args:
-                    self.reach(a, "partial argument")
-                self.reach(f.keywords, "partial keyword")
-                self.read_world(f.keywords)
-            return self.call(f.func, f.args + args, {**f.keywords, **kwargs})
         if member(f, _DUNDER_BUILTINS_) and args and self.is_pyobject(args[0]):
-            r = run_dunder_builtin(self, f, args, kwargs)
+            r = run_dunder_builtin(self, f, args, kwargs)  # float(obj), abs(obj): the user's dunder, traced
             if r is not NotImplemented:
                 return r
         special = SPECIAL.get(id(f))
         if special is not None and special[0] is f:
-            if self.ints is not None:
-                if f is builtins.type and len(args) == 1 and type(args[0]) is TracedInt:
-                    return int
-                args, kwargs = intdata.at_call(self, f, args, kwargs, special=True)
-            return special[1](self, args, kwargs)
+            return self._call_special(f, special[1], args, kwargs)
         if isinstance(f, type):
             if self._is_pyclass(f) and (type(f) is type or self.dunder(type(f), "__call__") is _TYPE_CALL):
                 return self.construct(f, args, kwargs)  # also classes of metaclasses (abc.ABC) that keep type.__call__
             return self.call_prim(f, args, kwargs)
-        if tf is _LRU_WRAPPER and type(getattr(f, "__wrapped__", None)) is types.FunctionType:
-            if not self.deep_tracked(args) and not self.deep_tracked(kwargs):
-                r = f(*args, **kwargs)  # the cached value itself, as Python returns it: of the world
-                self.reach(r, "lru_cache")
-                return r
-            return self.call_python(f.__wrapped__, args, kwargs)  # lru_cache/cache: trace the function itself
-        if tf not in _FAST and self._is_pyclass(tf):
+        if tf not in _FAST and self._is_pyclass(tf):  # an instance of a user class with a Python __call__
             d = self.dunder(tf, "__call__")
             if isinstance(d, types.FunctionType):
                 return self.call_python(d, (f,) + args, kwargs)
-        if tf is staticmethod or tf is classmethod:
-            return self.call(f.__func__, args, kwargs)
         if registry.is_plum(f):  # plum multiple dispatch: the method plum resolves is what runs
             impl = registry.implementation(f, tuple(type(a) for a in args))
             self.deps.add(("plum", f, tuple(type(a) for a in args), impl))
             return self.call(impl, args, kwargs)
-        if tf is np.vectorize and not kwargs and f.signature is None and not f.excluded and args and \
+        return self.call_prim(f, args, kwargs)
+
+    # ---- calls decided by the callable's type (the rows of _CALL_BY_TYPE) ----
+    # Each takes ``(f, args, kwargs)`` and decides the call in full: what it does not trace itself is
+    # a primitive, as the end of ``call`` would make it (no ordered check claims these types).
+
+    def _call_function(self, f: types.FunctionType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A plain Python function: traced through (``call_python``), unless it is irad's capture or a
+        SciPy solver or integrator (its implicit-function or adjoint rule)."""
+        if f is _CAPTURE:  # a nested program reads a value this trace follows: the object itself
+            return args[0].value
+        if f.__name__ in _SOLVER_NAMES:  # (a set test first: most calls are not these)
+            handler = _SOLVER_CALLS.get((f.__module__, f.__name__))
+            if handler is not None:
+                module, name = handler.split(":")
+                r = getattr(importlib.import_module("irad." + module), name)(self, f, args, dict(kwargs))
+                if r is not NotImplemented:
+                    return r
+        return self.call_python(f, args, kwargs)
+
+    def _call_method(self, f: types.MethodType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A bound method of Python code: its function traced with ``self`` first (the method a later
+        call finds on the class is a dependency); a bound C method is a primitive."""
+        fn = f.__func__
+        if type(fn) is types.FunctionType:
+            owner = f.__self__ if isinstance(f.__self__, type) else type(f.__self__)
+            self.deps.add(("attr", owner, fn.__name__, Identity(self.dunder(owner, fn.__name__))))
+            return self.call_python(fn, (f.__self__,) + args, kwargs)
+        return self.call_prim(f, args, kwargs)
+
+    def _call_partial(self, f: functools.partial[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``functools.partial``: the function it wraps, called with what it holds (what it holds of the
+        world a dependency)."""
+        if id(f) not in self.born:  # `grad(partial(loss, params))`: what it holds is of the world
+            for a in f.args:
+                self.reach(a, "partial argument")
+            self.reach(f.keywords, "partial keyword")
+            self.read_world(f.keywords)
+        return self.call(f.func, f.args + args, {**f.keywords, **kwargs})
+
+    def _call_wrapped(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A ``staticmethod`` or ``classmethod`` object called as it is: the function it wraps."""
+        return self.call(f.__func__, args, kwargs)
+
+    def _call_lru(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``functools.lru_cache``/``cache`` of a Python function: the function itself traced when traced
+        values flow in, else the cached value (of the world, as Python returns it)."""
+        if type(getattr(f, "__wrapped__", None)) is not types.FunctionType:
+            return self.call_prim(f, args, kwargs)
+        if not self.deep_tracked(args) and not self.deep_tracked(kwargs):
+            r = f(*args, **kwargs)  # the cached value itself, as Python returns it: of the world
+            self.reach(r, "lru_cache")
+            return r
+        return self.call_python(f.__wrapped__, args, kwargs)  # lru_cache/cache: trace the function itself
+
+    def _call_vectorize(self, f: np.vectorize, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``np.vectorize(f)(x, ...)`` of traced floats: ``f`` runs traced on every element
+        (``vectorize_call``); other calls (signatures, excluded arguments, empty arrays) are primitives."""
+        if not kwargs and f.signature is None and not f.excluded and args and \
                 all(np.size(a) for a in args) and self._floats_flow_in(args, kwargs):
-            return self.call(vectorize_call, (f,) + args, {})  # f runs traced on every element
-        if (tf is types.MethodDescriptorType or tf is types.WrapperDescriptorType) and args and \
-                isinstance(args[0], _BINDABLE) and isinstance(args[0], f.__objclass__):
-            return self._call_unbound(f, args, kwargs)  # dict.get(d, k), list.__getitem__(xs, i)
-        if tf in _GETTERS and len(args) == 1 and not kwargs:
-            return self._call_getter(f, args[0])  # operator.itemgetter("w")(params) & co
-        if tf is _DISPATCHER:  # a numpy function written in Python (np.cov, np.gradient, ...)
-            impl = getattr(f, "__wrapped__", None)
-            if type(impl) is types.FunctionType and registry.lookup(f, args) is None and \
-                    not registry.is_nondiff(f) and not is_impure(f) and not member(f, _STATIC_FUNCS_) and \
-                    MUTATORS.get(id(f)) is None:
-                return self.call_library(f, impl, args, kwargs)
+            return self.call(vectorize_call, (f,) + args, {})
         return self.call_prim(f, args, kwargs)
 
     def _call_unbound(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A container's C method called through its class (``dict.get(d, k)``, ``list.__getitem__(xs,
-        i)``, ``functools.partial(dict.get, d)``): what ``d.get(k)`` and ``xs[i]`` do."""
+        i)``, ``functools.partial(dict.get, d)``): what ``d.get(k)`` and ``xs[i]`` do; other method and
+        slot descriptors are primitives."""
+        if not args or not isinstance(args[0], _BINDABLE) or not isinstance(args[0], f.__objclass__):
+            return self.call_prim(f, args, kwargs)
         obj, rest = args[0], args[1:]
         name = f.__name__
         if type(obj) in _CONTAINER_FAST and not kwargs:
@@ -1321,9 +1348,12 @@ class Tracer(ViewTracking):
                 return self.delitem(obj, rest[0])
         return self.call(f.__get__(obj, type(obj)), rest, kwargs)
 
-    def _call_getter(self, f: Any, obj: Any) -> Any:
+    def _call_getter(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``operator.itemgetter(k)(obj)``, ``attrgetter("a.b")(obj)``, ``methodcaller("get", k)(obj)``:
         the item, attribute or method call itself (so that dict and list items keep their values)."""
+        if len(args) != 1 or kwargs:
+            return self.call_prim(f, args, kwargs)
+        obj = args[0]
         ctor, spec = f.__reduce__()
         if type(f) is operator.methodcaller:
             if type(ctor) is functools.partial:  # methodcaller(name, *args, **kwargs)
@@ -1343,6 +1373,31 @@ class Tracer(ViewTracking):
                 got.append(v)
             got = tuple(got)
         return got[0] if len(spec) == 1 else got
+
+    def _call_dispatcher(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A numpy function written in Python (``np.cov``, ``np.gradient``, ...): traced through its body
+        (``call_library``) when it has no rule, does not mutate and is not a function of shapes only."""
+        special = SPECIAL.get(id(f))
+        if special is not None and special[0] is f:
+            # NOTE: np.shape, np.ndim, np.result_type & co are dispatchers with SPECIAL rows: the
+            # ordered check `call` makes for SPECIAL, made here first (no other ordered check claims
+            # a dispatcher)
+            return self._call_special(f, special[1], args, kwargs)
+        impl = getattr(f, "__wrapped__", None)
+        if type(impl) is types.FunctionType and registry.lookup(f, args) is None and \
+                not registry.is_nondiff(f) and not is_impure(f) and not member(f, _STATIC_FUNCS_) and \
+                MUTATORS.get(id(f)) is None:
+            return self.call_library(f, impl, args, kwargs)
+        return self.call_prim(f, args, kwargs)
+
+    def _call_special(self, f: Any, handler: Handler, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A builtin with a row in ``SPECIAL`` (sorted, min, len, map, ...): its handler, after the
+        int arguments are made data or guarded."""
+        if self.ints is not None:
+            if f is builtins.type and len(args) == 1 and type(args[0]) is TracedInt:
+                return int
+            args, kwargs = intdata.at_call(self, f, args, kwargs, special=True)
+        return handler(self, args, kwargs)
 
     def call_python(self, fn: types.FunctionType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         nested = getattr(fn, "__irad_trace_call__", None)
@@ -2179,6 +2234,48 @@ _RERUNNABLE = (np.ndarray, np.generic, int, float, complex, str, bytes, type(Non
 #: values that are never containers of the world (arrays read from it are live constants)
 _WORLD_SKIP = _FAST | {np.float32, np.int32, np.bool_, slice, range, types.FunctionType, types.ModuleType,
                        types.BuiltinFunctionType, type, np.ufunc, bytes}
+
+#: how ``Tracer.call`` traces a callable decided by its type alone (exact types: an instance of a
+#: subclass goes the ordered checks' way, as it did when each of these was a ``tf is X`` branch).
+#: These rows come ahead of the ordered checks, and several of them came after some of those checks
+#: in the old if-chain; a type is here only where none of the ordered checks can claim a callable of
+#: it, so that moving it first changes nothing (``call_order_problems`` below checks each point):
+#:  - ``__irad_trace_call__``: C types cannot be given one, and irad gives np.vectorize none;
+#:  - ``DUNDER_BUILTINS``: its rows are builtin functions and types, none of these types;
+#:  - ``SPECIAL``: its rows are builtin functions, types, plain functions and numpy dispatchers
+#:    (np.shape, np.ndim, np.result_type, ...).  Plain functions always came first (``call_python``
+#:    looks ``SPECIAL`` up itself); ``_call_dispatcher`` makes the ``SPECIAL`` check first;
+#:  - ``isinstance(f, type)``: none of these types is a metaclass;
+#:  - a user class's ``__call__``, plum: none is a class with Python dunders, nor plum's.
+#: What a row does not trace itself is a primitive, as the end of the chain made it (the checks that
+#: followed a type-keyed branch were other types' branches, or the ones above, which never fire).
+_CALL_BY_TYPE: dict[type, Callable[[Tracer, Any, tuple[Any, ...], dict[str, Any]], Any]] = {
+    types.FunctionType: Tracer._call_function,  # first in the old chain too
+    np.ufunc: Tracer.call_prim,  # np.sin, np.add: a primitive (the chain's end; the commonest C call)
+    _DISPATCHER: Tracer._call_dispatcher,  # np.sum, np.cov (was last, after SPECIAL: see its handler)
+    types.MethodType: Tracer._call_method,
+    functools.partial: Tracer._call_partial,
+    staticmethod: Tracer._call_wrapped,
+    classmethod: Tracer._call_wrapped,
+    _LRU_WRAPPER: Tracer._call_lru,  # (was after SPECIAL and isinstance(f, type))
+    np.vectorize: Tracer._call_vectorize,  # (a numpy class: _native_class, so never a "user class")
+    types.MethodDescriptorType: Tracer._call_unbound,  # dict.get, list.append through the class
+    types.WrapperDescriptorType: Tracer._call_unbound,  # list.__getitem__, dict.__setitem__
+    **{getter: Tracer._call_getter for getter in _GETTERS},  # operator.itemgetter & co
+}
+
+
+def call_order_problems() -> list[str]:
+    """The ordering argument of ``_CALL_BY_TYPE``, as a check (``tests/test_trace_dispatch.py``; the
+    tables may grow): what an ordered check of ``Tracer.call`` could claim of a type the table decides."""
+    problems = [f"{tp!r} could be claimed by an ordered check" for tp in _CALL_BY_TYPE
+                if getattr(tp, "__irad_trace_call__", None) is not None or issubclass(tp, type)
+                or _python_class(tp) or tp.__module__.startswith("plum")]
+    problems += [f"{f!r} has a DUNDER_BUILTINS row: Tracer.call would never see it"
+                 for f in DUNDER_BUILTINS if type(f) in _CALL_BY_TYPE]
+    problems += [f"{f!r} has a SPECIAL row: Tracer.call would never see it" for f, _ in SPECIAL.values()
+                 if type(f) in _CALL_BY_TYPE and type(f) not in (types.FunctionType, _DISPATCHER)]
+    return problems
 
 
 # ---- entry point ----------------------------------------------------------------------------
