@@ -224,7 +224,8 @@ def check_rule(fn: Any, *args: Any, rule: Rule | None = None, order: int = 1, rt
     """Check the reverse rule of ``fn`` at ``fn(*args, **kwargs)``; raise AssertionError if wrong.
 
     Checks: the forward equals ``fn``; neither pass mutates its inputs; the backward returns one
-    cotangent per positional argument, deterministically; each cotangent, summed to its
+    cotangent per positional argument (trailing ones it leaves out are ``None``), no more,
+    deterministically; each cotangent, summed to its
     argument's shape, satisfies ``<xbar, v> == d/dt <ybar, fn(.., x + t v, ..)>`` for a random
     ``v``.  ``ybar`` overrides the random output cotangent (a tuple for container outputs).
     ``order=2`` also differentiates the backward with ``irad.vjp`` (needs the transform).
@@ -259,12 +260,13 @@ def check_rule(fn: Any, *args: Any, rule: Rule | None = None, order: int = 1, rt
     cots = rule.bwd(state, ybar)
     if not isinstance(cots, tuple):
         raise AssertionError(f"{name}: the pullback must return a tuple, got {type(cots).__name__}")
-    if len(cots) != len(args):
+    if len(cots) > len(args):
         raise AssertionError(f"{name}: the pullback returned {len(cots)} cotangents for "
                              f"{len(args)} positional arguments")
+    given, cots = len(cots), _padded(cots, len(args))
     if not _unchanged(ybar_copy, ybar) or not _unchanged(before, args):
         raise AssertionError(f"{name}: the pullback mutated ybar or the arguments")
-    again = rule.bwd(state, ybar)
+    again = _padded(rule.bwd(state, ybar), len(args))
     for i, (c1, c2) in enumerate(zip(cots, again)):
         for a, b in zip(_leaves(c1), _leaves(c2)):
             if _none_leaf(a) or _none_leaf(b):
@@ -290,7 +292,8 @@ def check_rule(fn: Any, *args: Any, rule: Rule | None = None, order: int = 1, rt
         lhs = inner(cl, _leaves(v))
         rhs = (phi(i, eps, v) - phi(i, -eps, v)) / (2 * eps)
         if not np.isfinite(lhs) or abs(lhs - rhs) > atol + rtol * max(abs(lhs), abs(rhs)):
-            raise AssertionError(f"{where} disagrees with finite differences: <xbar, v> = "
+            left_out = " (the pullback left it out: None, a zero)" if i >= given else ""
+            raise AssertionError(f"{where}{left_out} disagrees with finite differences: <xbar, v> = "
                                  f"{lhs!r}, numerical {rhs!r} (rtol={rtol}, atol={atol}, "
                                  f"eps={eps})")
     if order >= 2:
@@ -302,14 +305,14 @@ def _check_second_order(fn: Any, rule: Rule, args: tuple[Any, ...], kwargs: dict
                         atol: float, eps: float, wrt: Any = None) -> None:
     """Differentiate ``args -> <bwd(fwd(args), ybar), w>`` with irad and with differences."""
     diff = [i for i, a in enumerate(args) if _has_float(a) and (wrt is None or i in wrt)]
-    probe = rule.bwd(rule.fwd(*args, **kwargs)[1], ybar)
+    probe = _padded(rule.bwd(rule.fwd(*args, **kwargs)[1], ybar), len(args))
     ws = [random_like(_materialise(probe[i], args[i]), rng) for i in diff]
 
     def h(*xs: Any) -> Any:
         full = list(args)
         for i, x in zip(diff, xs):
             full[i] = x
-        cs = rule.bwd(rule.fwd(*full, **kwargs)[1], ybar)
+        cs = _padded(rule.bwd(rule.fwd(*full, **kwargs)[1], ybar), len(args))
         total = 0.0
         for i, w in zip(diff, ws):
             if cs[i] is not None:
@@ -328,6 +331,12 @@ def _check_second_order(fn: Any, rule: Rule, args: tuple[Any, ...], kwargs: dict
         if abs(lhs - rhs) > atol + rtol * max(abs(lhs), abs(rhs)):
             raise AssertionError(f"{name}: second order, argument {i}: irad gives {lhs!r}, "
                                  f"finite differences {rhs!r}")
+
+
+def _padded(cots: Any, n: int) -> Any:
+    """A pullback's cotangents, one per positional argument: the trailing ones it left out are
+    ``None`` (as the transform reads them)."""
+    return tuple(cots) + (None,) * (n - len(cots))
 
 
 def _materialise(c: Any, a: Any) -> Any:

@@ -1206,14 +1206,18 @@ def test_check_rule_catches_wrong_rules():
         return (g * np.sin(x),)  # wrong: should be cos
 
     def short_pullback(x, g):
-        return ()
+        return ()  # x's cotangent left out: a zero (trailing ones may be omitted)
+
+    def long_pullback(x, g):
+        return g * np.cos(x), None  # one more than the positional arguments
 
     def wrong_fwd(x):
         return np.cos(x), x
 
     good = registry.lookup(np.sin)
     for fwd, bwd, msg in [(bad_fwd, bad_pullback, "finite differences"),
-                          (bad_fwd, short_pullback, "0 cotangents"),
+                          (bad_fwd, short_pullback, r"left it out: None, a zero\) disagrees with finite"),
+                          (bad_fwd, long_pullback, "2 cotangents for 1 positional"),
                           (wrong_fwd, good.bwd, "differs")]:
         rule = registry.Rule(good.impl, "numpy.sin", fwd, bwd)
         with pytest.raises(AssertionError, match=msg):

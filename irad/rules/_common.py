@@ -100,10 +100,6 @@ def options(args: tuple[Any, ...], kwargs: dict[str, Any], names: tuple[str, ...
     return out
 
 
-def nones(n: int) -> tuple[None, ...]:
-    return (None,) * n
-
-
 def norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     """``axis`` (None, int or tuple) as a sorted tuple of non-negative axes."""
     if axis is None:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import primitives as ops
-from ._common import Table, is_float, labels, nones, options, scatter_labels, struct_cot
+from ._common import Table, is_float, labels, options, scatter_labels, struct_cot
 from .numpy_rules import _tie_mean, sort_pullback, sort_state
 from ..errors import NoRuleError
 
@@ -134,13 +134,13 @@ def copyto_pullback(s: Any, g: Any) -> tuple[Any, ...]:
 def fill_diagonal_fwd(a: Any, v: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     wrap = args[0] if args else kw.get("wrap", False)
     lab = ops.fill_diagonal(np.zeros(np.shape(a), np.intp), labels(np.shape(v)), wrap)
-    return ops.fill_diagonal(a, v, *args, **kw), (wrap, lab, np.shape(v), 2 + len(args))
+    return ops.fill_diagonal(a, v, *args, **kw), (wrap, lab, np.shape(v))
 
 
 def fill_diagonal_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """The diagonal of ``a`` is overwritten; ``v`` (cycled along it) gets what it filled."""
-    wrap, lab, vshape, n = s
-    return (ops.fill_diagonal(g, 0, wrap), scatter_labels(lab, g, vshape)) + nones(n - 2)
+    wrap, lab, vshape = s
+    return ops.fill_diagonal(g, 0, wrap), scatter_labels(lab, g, vshape)
 
 
 def sum_to_fwd(g: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
@@ -155,12 +155,12 @@ def sum_to_pullback(gshape: tuple[int, ...], h: Any) -> tuple[Any, None]:
 
 
 def to_dtype_fwd(g: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    return ops.to_dtype(g, *args, **kw), 1 + len(args)
+    return ops.to_dtype(g, *args, **kw), None
 
 
-def to_dtype_pullback(n: int, h: Any) -> tuple[Any, ...]:
+def to_dtype_pullback(s: None, h: Any) -> tuple[Any]:
     """A cast (real part for complex to real) passes the cotangent through."""
-    return (h,) + nones(n - 1)
+    return (h,)
 
 
 def sort_inplace_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -169,14 +169,13 @@ def sort_inplace_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def array_wrap_fwd(self: Any, arr: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    return self.__array_wrap__(arr, *args, **kw), (np.shape(arr), 2 + len(args))
+    return self.__array_wrap__(arr, *args, **kw), np.shape(arr)
 
 
-def array_wrap_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def array_wrap_pullback(shape: tuple[int, ...], g: Any) -> tuple[None, Any]:
     """``a.__array_wrap__(arr)`` (numpy's own code: np.linalg.tensorsolve) returns ``arr`` as
     ``a``'s type: ``arr`` gets the cotangent, ``a`` none."""
-    shape, n = s
-    return (None, np.reshape(g, shape)) + nones(n - 2)
+    return None, np.reshape(g, shape)
 
 
 T.rule(np.ndarray.__array_wrap__, array_wrap_fwd, array_wrap_pullback, "arr gets the cotangent")
@@ -212,41 +211,40 @@ def _order(a: Any, order: str | None) -> str:
 
 def reshape_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     order = args[1] if len(args) > 1 else kw.get("order", "C")
-    return np.reshape(a, *args, **kw), (np.shape(a), _order(a, order), 1 + len(args))
+    return np.reshape(a, *args, **kw), (np.shape(a), _order(a, order))
 
 
 def ndarray_reshape_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    return a.reshape(*args, **kw), (np.shape(a), _order(a, kw.get("order")), 1 + len(args))
+    return a.reshape(*args, **kw), (np.shape(a), _order(a, kw.get("order")))
 
 
 def ravel_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     order = args[0] if args else kw.get("order", "C")
-    return np.ravel(a, *args, **kw), (np.shape(a), _order(a, order), 1 + len(args))
+    return np.ravel(a, *args, **kw), (np.shape(a), _order(a, order))
 
 
 def ndarray_ravel_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     order = args[0] if args else kw.get("order", "C")
-    return a.ravel(*args, **kw), (np.shape(a), _order(a, order), 1 + len(args))
+    return a.ravel(*args, **kw), (np.shape(a), _order(a, order))
 
 
 def flatten_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     order = args[0] if args else kw.get("order", "C")
-    return a.flatten(*args, **kw), (np.shape(a), _order(a, order), 1 + len(args))
+    return a.flatten(*args, **kw), (np.shape(a), _order(a, order))
 
 
-def reshape_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    shape, order, n = s
-    return (np.reshape(g, shape, order=order),) + nones(n - 1)
+def reshape_pullback(s: Any, g: Any) -> tuple[Any]:
+    shape, order = s
+    return (np.reshape(g, shape, order=order),)
 
 
 def _plain_fwd(fn: Any, a: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, Any]:
-    return fn(a, *args, **kw), (np.shape(a), 1 + len(args))
+    return fn(a, *args, **kw), np.shape(a)
 
 
-def plain_reshape_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def plain_reshape_pullback(shape: tuple[int, ...], g: Any) -> tuple[Any]:
     """Shape-only ops (expand_dims, squeeze, atleast_nd): reshape the cotangent back."""
-    shape, n = s
-    return (np.reshape(g, shape),) + nones(n - 1)
+    return (np.reshape(g, shape),)
 
 
 def expand_dims_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -258,7 +256,7 @@ def squeeze_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 
 def ndarray_squeeze_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    return a.squeeze(*args, **kw), (np.shape(a), 1 + len(args))
+    return a.squeeze(*args, **kw), np.shape(a)
 
 
 def _atleast_fwd(fn: Any, arys: tuple[Any, ...]) -> tuple[Any, Any]:
@@ -289,17 +287,17 @@ def _transpose_axes(args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
 
 
 def transpose_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    return np.transpose(a, *args, **kw), (_transpose_axes(args, kw), np.ndim(a), 1 + len(args))
+    return np.transpose(a, *args, **kw), (_transpose_axes(args, kw), np.ndim(a))
 
 
 def ndarray_transpose_fwd(a: Any, *args: Any) -> tuple[Any, Any]:
-    return a.transpose(*args), (_transpose_axes(args, {}), np.ndim(a), 1 + len(args))
+    return a.transpose(*args), (_transpose_axes(args, {}), np.ndim(a))
 
 
-def transpose_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    axes, nd, n = s
+def transpose_pullback(s: Any, g: Any) -> tuple[Any]:
+    axes, nd = s
     inv = None if axes is None else tuple(np.argsort([a % nd for a in axes]))
-    return (np.transpose(g, inv),) + nones(n - 1)
+    return (np.transpose(g, inv),)
 
 
 def matrix_transpose_fwd(x: Any) -> tuple[Any, Any]:
@@ -339,12 +337,12 @@ def rollaxis_fwd(a: Any, axis: int, *args: Any, **kw: Any) -> tuple[Any, Any]:
     nd = np.ndim(a)
     ax, st = axis % nd, start + nd if start < 0 else start
     dest = st - 1 if ax < st else st  # rollaxis is a moveaxis (numpy's own definition)
-    return np.rollaxis(a, axis, *args, **kw), (ax, dest, 2 + len(args))
+    return np.rollaxis(a, axis, *args, **kw), (ax, dest)
 
 
-def rollaxis_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    ax, dest, n = s
-    return (np.moveaxis(g, dest, ax),) + nones(n - 1)
+def rollaxis_pullback(s: Any, g: Any) -> tuple[Any]:
+    ax, dest = s
+    return (np.moveaxis(g, dest, ax),)
 
 
 def broadcast_to_fwd(a: Any, shape: Any, **kw: Any) -> tuple[Any, Any]:
@@ -392,10 +390,10 @@ T.rule(np.broadcast_arrays, broadcast_arrays_fwd, broadcast_arrays_pullback)
 def _array_fwd(fn: Any, obj: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, Any]:
     y = fn(obj, *args, **kw)
     if not is_float(y):
-        return y, ("none", None, 0, 1 + len(args))
+        return y, ("none", None, 0)
     if isinstance(obj, (list, tuple)):
-        return y, ("nested", obj, np.ndim(obj), 1 + len(args))
-    return y, ("leaf", np.shape(obj), 0, 1 + len(args))
+        return y, ("nested", obj, np.ndim(obj))
+    return y, ("leaf", np.shape(obj), 0)
 
 
 def array_fwd(obj: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -432,13 +430,13 @@ def astype_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
 
 def array_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     """Reshape back (``ndmin`` added leading axes), splitting along nested lists of values."""
-    kind, obj, base, n = s
+    kind, obj, base = s
     if kind == "none":
-        return nones(n)
+        return ()
     if kind == "nested":
         g = np.reshape(g, np.shape(g)[np.ndim(g) - base:])
-        return (struct_cot(obj, g),) + nones(n - 1)
-    return (np.reshape(g, obj),) + nones(n - 1)
+        return (struct_cot(obj, g),)
+    return (np.reshape(g, obj),)
 
 
 T.rule(np.array, array_fwd, array_pullback, "nested lists get list cotangents")
@@ -458,12 +456,11 @@ def view_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     if y.dtype != a.dtype:
         raise NoRuleError(f"a.view(...) reinterprets the bytes of a {a.dtype} array as {y.dtype}: there is no "
                           "gradient through raw bits; use a.astype(...) to convert the values")
-    return y, (np.shape(a), 1 + len(args))
+    return y, np.shape(a)
 
 
-def view_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    shape, n = s
-    return (np.reshape(np.asarray(g), shape),) + nones(n - 1)
+def view_pullback(shape: tuple[int, ...], g: Any) -> tuple[Any]:
+    return (np.reshape(np.asarray(g), shape),)
 
 
 def frombuffer_fwd(buffer: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -473,14 +470,14 @@ def frombuffer_fwd(buffer: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     if not isinstance(buffer, np.ndarray) or y.dtype != buffer.dtype or not buffer.flags.c_contiguous:
         raise NoRuleError("np.frombuffer has a rule only for a C-contiguous array read as its own dtype; "
                           "use x.ravel() (and slicing) instead of a buffer round trip")
-    return y, (np.shape(buffer), int(o["offset"]) // buffer.itemsize, y.size, 1 + len(args))
+    return y, (np.shape(buffer), int(o["offset"]) // buffer.itemsize, y.size)
 
 
-def frombuffer_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    shape, start, count, n = s
+def frombuffer_pullback(s: Any, g: Any) -> tuple[Any]:
+    shape, start, count = s
     flat = np.zeros(int(np.prod(shape)), dtype=np.result_type(g))
     flat[start:start + count] = g
-    return (flat.reshape(shape),) + nones(n - 1)
+    return (flat.reshape(shape),)
 
 
 T.rule(np.ndarray.view, view_fwd, view_pullback, "same dtype only: a view as another dtype has no gradient")
@@ -496,13 +493,13 @@ def item_fwd(a: Any, *args: Any) -> tuple[Any, Any]:
     else:
         idx = args[0] if len(args) == 1 else args
         flat = int(np.ravel_multi_index(tuple(i % d for i, d in zip(idx, shape)), shape))
-    return a.item(*args), (shape, flat, 1 + len(args))
+    return a.item(*args), (shape, flat)
 
 
-def item_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    shape, flat, n = s
+def item_pullback(s: Any, g: Any) -> tuple[Any]:
+    shape, flat = s
     size = int(np.prod(shape))
-    return (np.where(np.arange(size) == flat, g, 0.0).reshape(shape),) + nones(n - 1)
+    return (np.where(np.arange(size) == flat, g, 0.0).reshape(shape),)
 
 
 def tolist_fwd(a: Any) -> tuple[Any, Any]:
@@ -516,18 +513,17 @@ def tolist_pullback(shape: tuple[int, ...], g: Any) -> tuple[Any]:
 
 def full_fwd(shape: Any, fill_value: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = np.full(shape, fill_value, *args, **kw)
-    return y, (is_float(y), 2 + len(args))
+    return y, is_float(y)
 
 
 def full_like_fwd(a: Any, fill_value: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = np.full_like(a, fill_value, *args, **kw)
-    return y, (is_float(y), 2 + len(args))
+    return y, is_float(y)
 
 
-def full_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def full_pullback(ok: bool, g: Any) -> tuple[None, Any]:
     """The fill value gets the whole cotangent (the transform sums it to the value's shape)."""
-    ok, n = s
-    return (None, g if ok else None) + nones(n - 2)
+    return None, g if ok else None
 
 
 def linspace_fwd(start: Any, stop: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -537,16 +533,16 @@ def linspace_fwd(start: Any, stop: Any, *args: Any, **kw: Any) -> tuple[Any, Any
         raise NoRuleError("irad: linspace(retstep=True) has no rule")
     y = np.linspace(start, stop, *args, **kw)
     t = np.linspace(0.0, 1.0, o["num"], endpoint=o["endpoint"])
-    return y, (t, o["axis"] % np.ndim(y), 2 + len(args))
+    return y, (t, o["axis"] % np.ndim(y))
 
 
-def linspace_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def linspace_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     """y = start + t * (stop - start) along ``axis``: start gets sum g*(1-t), stop sum g*t."""
-    t, axis, n = s
+    t, axis = s
     shape = [1] * np.ndim(g)
     shape[axis] = t.shape[0]
     t = t.reshape(shape)
-    return (np.sum(g * (1.0 - t), axis=axis), np.sum(g * t, axis=axis)) + nones(n - 2)
+    return np.sum(g * (1.0 - t), axis=axis), np.sum(g * t, axis=axis)
 
 
 def float64_fwd(*args: Any) -> tuple[Any, Any]:
@@ -566,8 +562,9 @@ def complex64_fwd(*args: Any) -> tuple[Any, Any]:
 
 
 def cast_pullback(n: int, g: Any) -> tuple[Any, ...]:
-    """numpy scalar constructors (``np.float64(x)``) pass the cotangent through."""
-    return ((g,) + nones(n - 1))[:n]
+    """numpy scalar constructors (``np.float64(x)``) pass the cotangent through (``np.float64()``
+    has no argument to pass it to)."""
+    return (g,)[:n]
 
 
 T.rule(np.float64, float64_fwd, cast_pullback)
@@ -602,52 +599,52 @@ def concatenate_fwd(arrays: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
         sizes = [int(np.size(x)) for x in items]
     else:
         sizes = [np.shape(np.asarray(x))[axis] for x in items]
-    return y, (items, sizes, axis, type(arrays), 1 + len(args))
+    return y, (items, sizes, axis, type(arrays))
 
 
-def concatenate_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    items, sizes, axis, seqtype, n = s
+def concatenate_pullback(s: Any, g: Any) -> tuple[Any]:
+    items, sizes, axis, seqtype = s
     pieces = _pieces(g, sizes, 0 if axis is None else axis)
-    return (_join_cot(items, pieces, seqtype),) + nones(n - 1)
+    return (_join_cot(items, pieces, seqtype),)
 
 
-def _joined(y: Any, arrays: Any, prepped: list[Any], axis: int, n: int) -> tuple[Any, Any]:
+def _joined(y: Any, arrays: Any, prepped: list[Any], axis: int) -> tuple[Any, Any]:
     sizes = [np.shape(p)[axis] for p in prepped]
-    return y, (list(arrays), sizes, axis, type(arrays), n)
+    return y, (list(arrays), sizes, axis, type(arrays))
 
 
 def hstack_fwd(tup: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     prepped = [np.atleast_1d(x) for x in tup]
     axis = 0 if prepped and prepped[0].ndim == 1 else 1
-    return _joined(np.hstack(tup, *args, **kw), tup, prepped, axis, 1 + len(args))
+    return _joined(np.hstack(tup, *args, **kw), tup, prepped, axis)
 
 
 def vstack_fwd(tup: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     prepped = [np.atleast_2d(x) for x in tup]
-    return _joined(np.vstack(tup, *args, **kw), tup, prepped, 0, 1 + len(args))
+    return _joined(np.vstack(tup, *args, **kw), tup, prepped, 0)
 
 
 def dstack_fwd(tup: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     prepped = [np.atleast_3d(x) for x in tup]
-    return _joined(np.dstack(tup, *args, **kw), tup, prepped, 2, 1 + len(args))
+    return _joined(np.dstack(tup, *args, **kw), tup, prepped, 2)
 
 
 def column_stack_fwd(tup: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     prepped = [np.asarray(x) for x in tup]
     prepped = [x.reshape(-1, 1) if x.ndim < 2 else x for x in prepped]
-    return _joined(np.column_stack(tup, *args, **kw), tup, prepped, 1, 1 + len(args))
+    return _joined(np.column_stack(tup, *args, **kw), tup, prepped, 1)
 
 
 def stack_fwd(arrays: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     axis = args[0] if args else kw.get("axis", 0)
     y = np.stack(arrays, *args, **kw)
-    return y, (list(arrays), axis % np.ndim(y), type(arrays), 1 + len(args))
+    return y, (list(arrays), axis % np.ndim(y), type(arrays))
 
 
-def stack_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    items, axis, seqtype, n = s
+def stack_pullback(s: Any, g: Any) -> tuple[Any]:
+    items, axis, seqtype = s
     pieces = list(np.moveaxis(g, axis, 0))
-    return (_join_cot(items, pieces, seqtype),) + nones(n - 1)
+    return (_join_cot(items, pieces, seqtype),)
 
 
 def append_fwd(arr: Any, values: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -657,17 +654,17 @@ def append_fwd(arr: Any, values: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
         sizes = [int(np.size(arr)), int(np.size(values))]
     else:
         sizes = [np.shape(arr)[axis], np.shape(values)[axis]]
-    return y, ([arr, values], sizes, 0 if axis is None else axis, list, 2 + len(args))
+    return y, ([arr, values], sizes, 0 if axis is None else axis)
 
 
-def append_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    items, sizes, axis, _, n = s
+def append_pullback(s: Any, g: Any) -> tuple[Any, Any]:
+    items, sizes, axis = s
     a, b = _join_cot(items, _pieces(g, sizes, axis), list)
-    return (a, b, None)[:n]
+    return a, b
 
 
 def _split_fwd(fn: Any, ary: Any, args: tuple[Any, ...], kw: dict[str, Any], axis: int) -> tuple[Any, Any]:
-    return fn(ary, *args, **kw), (axis, 1 + len(args))
+    return fn(ary, *args, **kw), axis
 
 
 def split_fwd(ary: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -690,10 +687,9 @@ def dsplit_fwd(ary: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return _split_fwd(np.dsplit, ary, args, kw, 2)
 
 
-def split_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def split_pullback(axis: int, g: Any) -> tuple[Any]:
     """``g`` holds one cotangent per piece: join them again."""
-    axis, n = s
-    return (np.concatenate(g, axis=axis),) + nones(n - 1)
+    return (np.concatenate(g, axis=axis),)
 
 
 T.rule(np.concatenate, concatenate_fwd, concatenate_pullback, "list cotangent")
@@ -722,7 +718,7 @@ def partition_fwd(a: Any, kth: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     ax = -1 if axis is None else axis
     sx = np.argsort(x, axis=ax, kind="stable")
     sy = np.argsort(y, axis=ax, kind="stable")
-    return y, (sx, sy, np.take_along_axis(y, sy, axis=ax), ax, np.shape(a), 2 + len(args))
+    return y, (sx, sy, np.take_along_axis(y, sy, axis=ax), ax, np.shape(a))
 
 
 def partition_pullback(s: Any, g: Any) -> tuple[Any, ...]:
@@ -730,12 +726,12 @@ def partition_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     evenly, as for sort), then back to x's order.  The permutation is not argpartition's: for
     long rows numpy's partition and argpartition may order the elements off the kth positions
     differently, while sorting both sides always matches y's elements with x's."""
-    sx, sy, ys, ax, shape, n = s
+    sx, sy, ys, ax, shape = s
     gs = np.take_along_axis(np.broadcast_to(g, np.shape(sy)), sy, axis=ax)
     if np.size(gs):
         gs = _tie_mean(ys, gs, ax)
     gx = np.take_along_axis(gs, np.argsort(sx, axis=ax), axis=ax)
-    return (np.reshape(gx, shape), None) + nones(n - 2)
+    return (np.reshape(gx, shape), None)
 
 
 T.rule(np.partition, partition_fwd, partition_pullback, "ties split evenly; kth static")

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Table, cj, nones, norm_axes
+from ._common import Table, cj, norm_axes
 from ..errors import NoRuleError
 
 T = Table(__name__)
@@ -79,32 +79,32 @@ def _uplo(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
 
 def eigh_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = np.linalg.eigh(a, *args, **kw)
-    return y, (y[0], y[1], _uplo(args, kw), 1 + len(args))
+    return y, (y[0], y[1], _uplo(args, kw))
 
 
-def eigh_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def eigh_pullback(s: Any, g: Any) -> tuple[Any]:
     """A = V diag(w) V^H: the Hermitian adjoint is V (diag(gw) + F * (V^H gV)) V^H, F_ij =
     1/(w_j - w_i) (0 on the diagonal: the phase of each eigenvector is not differentiated); in
     JAX's convention conj(V) (diag(gw) + F * (V^T gV)) V^T, made Hermitian, on the triangle read."""
-    w, v, lower, n = s
+    w, v, lower = s
     gw, gv = g
     inner = _inv_gaps(w) * _mm(_T(v), gv)
     inner = inner + np.expand_dims(gw, -1) * np.eye(np.shape(w)[-1])
-    return (_on_triangle(_sym(_mm(cj(v), inner, _T(v))), lower),) + nones(n - 1)
+    return (_on_triangle(_sym(_mm(cj(v), inner, _T(v))), lower),)
 
 
 def eigvalsh_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     v = np.linalg.eigh(a, *args, **kw)[1]
-    return np.linalg.eigvalsh(a, *args, **kw), (v, _uplo(args, kw), 1 + len(args))
+    return np.linalg.eigvalsh(a, *args, **kw), (v, _uplo(args, kw))
 
 
-def eigvalsh_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def eigvalsh_pullback(s: Any, g: Any) -> tuple[Any]:
     """dw_i = Re(v_i^H dA v_i): A gets conj(V) diag(g) V^T, on the triangle read."""
-    v, lower, n = s
+    v, lower = s
     ga = _mm(cj(v) * np.expand_dims(g, -2), _T(v))
     if np.iscomplexobj(ga):  # Hermitian up to rounding: exactly, so that the diagonal is real
         ga = _sym(ga)
-    return (_on_triangle(ga, lower),) + nones(n - 1)
+    return (_on_triangle(ga, lower),)
 
 
 def cholesky_fwd(a: Any, **kw: Any) -> tuple[Any, Any]:
@@ -263,19 +263,18 @@ def svd_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = np.linalg.svd(a, *args, **kw)
     if not o["compute_uv"]:
         u, s, vh = np.linalg.svd(a, full_matrices=False)
-        return y, (u, s, vh, False, 1 + len(args))
-    return y, (y[0], y[1], y[2], True, 1 + len(args))
+        return y, (u, s, vh, False)
+    return y, (y[0], y[1], y[2], True)
 
 
-def svd_pullback(st: Any, g: Any) -> tuple[Any, ...]:
+def svd_pullback(st: Any, g: Any) -> tuple[Any]:
     """Reduced factors exactly; full factors of a non-square matrix take the extra columns of U
     (rows of Vh) as a basis whose own rotation (for complex values: phase) is not differentiated:
     exact for one extra column of a real matrix, and for losses that do not depend on that basis.
     The Hermitian adjoint runs on conj(ybar) and its result is conjugated (JAX's convention)."""
-    u, s, vh, uv, n = st
-    rest = nones(n - 1)
+    u, s, vh, uv = st
     if not uv:  # ds_i = Re(u_i^H dA v_i)
-        return (_mm(cj(u) * np.expand_dims(g, -2), cj(vh)),) + rest
+        return (_mm(cj(u) * np.expand_dims(g, -2), cj(vh)),)
     gu, gs, gvh = cj(g[0]), g[1], cj(g[2])
     k = np.shape(s)[-1]
     u1, gu1, vh1, gvh1 = u[..., :k], gu[..., :k], vh[..., :k, :], gvh[..., :k, :]
@@ -287,12 +286,12 @@ def svd_pullback(st: Any, g: Any) -> tuple[Any, ...]:
     if np.shape(vh)[-2] > k:  # V2 changes by -V1 S^-1 U^H dA V2
         vh2, gvh2 = vh[..., k:, :], gvh[..., k:, :]
         ga = ga - _mm(u1, sinv, _mm(vh1, _H(gvh2)), vh2)
-    return (cj(ga),) + rest
+    return (cj(ga),)
 
 
 def svdvals_fwd(a: Any) -> tuple[Any, Any]:
     u, s, vh = np.linalg.svd(a, full_matrices=False)
-    return np.linalg.svdvals(a), (u, s, vh, False, 1)
+    return np.linalg.svdvals(a), (u, s, vh, False)
 
 
 T.rule(np.linalg.svd, svd_fwd, svd_pullback,
@@ -321,22 +320,21 @@ def qr_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
                                   "(supported: 'reduced', 'r', and 'complete' when m <= n)")
     y = np.linalg.qr(a, *args, **kw)
     q, r = np.linalg.qr(a) if mode == "r" else y
-    return y, (a, q, r, mode == "r", 1 + len(args))
+    return y, (a, q, r, mode == "r")
 
 
-def qr_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def qr_pullback(s: Any, g: Any) -> tuple[Any]:
     """The Hermitian adjoint on conj(ybar), conjugated (JAX's convention; no-ops when real)."""
-    a, q, r, r_only, nargs = s
-    rest = nones(nargs - 1)
+    a, q, r, r_only = s
     gq, gr = (np.zeros(np.shape(q)), cj(g)) if r_only else (cj(g[0]), cj(g[1]))
     m, n = np.shape(a)[-2], np.shape(a)[-1]
     if m >= n:
-        return (cj(_qr_square_cot(q, r, gq, gr)),) + rest
+        return (cj(_qr_square_cot(q, r, gq, gr)),)
     # wide: A = [X | Y], X = Q U (square), Y = Q V; V = Q^H Y also moves with Q
     y = a[..., :, m:]
     u, gu, gv = r[..., :, :m], gr[..., :, :m], gr[..., :, m:]
     gx = _qr_square_cot(q, u, gq + _mm(y, _H(gv)), gu)
-    return (cj(np.concatenate([gx, _mm(q, gv)], axis=-1)),) + rest
+    return (cj(np.concatenate([gx, _mm(q, gv)], axis=-1)),)
 
 
 T.rule(np.linalg.qr, qr_fwd, qr_pullback, "batched, complex; modes reduced, r (complete if m <= n)")
@@ -438,11 +436,11 @@ def norm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     Ties (inf-norms, max row/column sums) split evenly; the 2-norm at 0 gets 0."""
     x, y, kind, axes, ordv, keepdims, n = s
     shape = np.shape(x)
-    rest: tuple[Any, ...] = nones(n - 1)
+    rest: tuple[Any, ...] = ()
     yk = y if keepdims else np.expand_dims(y, axes)
     gk = g if keepdims else np.expand_dims(g, axes)
     if n >= 2:  # ord given positionally: a float ord can be differentiated (p-norms) or not at all
-        rest = (_ord_cot(x, ordv, axes, yk, gk, keepdims) if kind == "vec" else NotImplemented,) + rest[1:]
+        rest = (_ord_cot(x, ordv, axes, yk, gk, keepdims) if kind == "vec" else NotImplemented,)
     # the formulas give the ascent direction (x/|x|-like); a real function of complex x gets its
     # conjugate in JAX's convention (df/dRe - i df/dIm), hence cj
     if kind == "vec":

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Table, nones, options
+from ._common import Table, options
 
 T = Table(__name__)
 
@@ -80,55 +80,55 @@ def _half_weights(n: int, m: int, axis: int, ndim: int) -> Any:
 # ---- complex-to-complex ----------------------------------------------------------------------
 
 
-def _c2c_state(x: Any, s: list[int], axes: list[int], norm: Any, inverse: bool, nargs: int) -> Any:
-    return (np.shape(x), s, axes, norm, inverse, nargs)
+def _c2c_state(x: Any, s: list[int], axes: list[int], norm: Any, inverse: bool) -> Any:
+    return (np.shape(x), s, axes, norm, inverse)
 
 
 def fft_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("n", "axis", "norm"), n=None, axis=-1, norm=None)
     s, axes = _axes_1d(a, o["n"], o["axis"])
-    return np.fft.fft(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], False, 1 + len(args))
+    return np.fft.fft(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], False)
 
 
 def ifft_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("n", "axis", "norm"), n=None, axis=-1, norm=None)
     s, axes = _axes_1d(a, o["n"], o["axis"])
-    return np.fft.ifft(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], True, 1 + len(args))
+    return np.fft.ifft(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], True)
 
 
 def fft2_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("s", "axes", "norm"), s=None, axes=(-2, -1), norm=None)
     s, axes = _axes_nd(a, o["s"], o["axes"], (-2, -1))
-    return np.fft.fft2(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], False, 1 + len(args))
+    return np.fft.fft2(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], False)
 
 
 def ifft2_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("s", "axes", "norm"), s=None, axes=(-2, -1), norm=None)
     s, axes = _axes_nd(a, o["s"], o["axes"], (-2, -1))
-    return np.fft.ifft2(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], True, 1 + len(args))
+    return np.fft.ifft2(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], True)
 
 
 def fftn_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("s", "axes", "norm"), s=None, axes=None, norm=None)
     s, axes = _axes_nd(a, o["s"], o["axes"], None)
-    return np.fft.fftn(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], False, 1 + len(args))
+    return np.fft.fftn(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], False)
 
 
 def ifftn_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("s", "axes", "norm"), s=None, axes=None, norm=None)
     s, axes = _axes_nd(a, o["s"], o["axes"], None)
-    return np.fft.ifftn(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], True, 1 + len(args))
+    return np.fft.ifftn(a, *args, **kw), _c2c_state(a, s, axes, o["norm"], True)
 
 
-def fft_pullback(st: Any, g: Any) -> tuple[Any, ...]:
+def fft_pullback(st: Any, g: Any) -> tuple[Any]:
     """The transpose of a complex transform: the same transform with the same norm (the DFT
     matrix is symmetric), then undo the padding/truncation of ``n``/``s``."""
-    shape, s, axes, norm, inverse, nargs = st
+    shape, s, axes, norm, inverse = st
     if inverse:
         ga = np.fft.ifftn(g, s=s, axes=axes, norm=norm)
     else:
         ga = np.fft.fftn(g, s=s, axes=axes, norm=norm)
-    return (_fit_axes(ga, shape, axes),) + nones(nargs - 1)
+    return (_fit_axes(ga, shape, axes),)
 
 
 # ---- real transforms -------------------------------------------------------------------------
@@ -137,27 +137,27 @@ def fft_pullback(st: Any, g: Any) -> tuple[Any, ...]:
 def rfft_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("n", "axis", "norm"), n=None, axis=-1, norm=None)
     s, axes = _axes_1d(a, o["n"], o["axis"])
-    return np.fft.rfft(a, *args, **kw), (np.shape(a), s, axes, o["norm"], 1 + len(args))
+    return np.fft.rfft(a, *args, **kw), (np.shape(a), s, axes, o["norm"])
 
 
 def rfft2_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("s", "axes", "norm"), s=None, axes=(-2, -1), norm=None)
     s, axes = _axes_nd(a, o["s"], o["axes"], (-2, -1))
-    return np.fft.rfft2(a, *args, **kw), (np.shape(a), s, axes, o["norm"], 1 + len(args))
+    return np.fft.rfft2(a, *args, **kw), (np.shape(a), s, axes, o["norm"])
 
 
 def rfftn_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("s", "axes", "norm"), s=None, axes=None, norm=None)
     s, axes = _axes_nd(a, o["s"], o["axes"], None)
-    return np.fft.rfftn(a, *args, **kw), (np.shape(a), s, axes, o["norm"], 1 + len(args))
+    return np.fft.rfftn(a, *args, **kw), (np.shape(a), s, axes, o["norm"])
 
 
-def rfft_pullback(st: Any, g: Any) -> tuple[Any, ...]:
+def rfft_pullback(st: Any, g: Any) -> tuple[Any]:
     """rfft keeps the first n//2+1 outputs of the complex transform: zero-pad ``g`` back to the
     full length (fftn's ``s`` does it), apply the transpose, keep the real part."""
-    shape, s, axes, norm, nargs = st
+    shape, s, axes, norm = st
     ga = np.real(np.fft.fftn(g, s=s, axes=axes, norm=norm))
-    return (_fit_axes(ga, shape, axes),) + nones(nargs - 1)
+    return (_fit_axes(ga, shape, axes),)
 
 
 def _irfft_sizes(a: Any, s: list[int], axes: list[int], given: bool) -> list[int]:
@@ -171,31 +171,31 @@ def irfft_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("n", "axis", "norm"), n=None, axis=-1, norm=None)
     s, axes = _axes_1d(a, o["n"], o["axis"])
     s = _irfft_sizes(a, s, axes, o["n"] is not None)
-    return np.fft.irfft(a, *args, **kw), (np.shape(a), s, axes, _adj_norm(o["norm"]), 1 + len(args))
+    return np.fft.irfft(a, *args, **kw), (np.shape(a), s, axes, _adj_norm(o["norm"]))
 
 
 def irfft2_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("s", "axes", "norm"), s=None, axes=(-2, -1), norm=None)
     s, axes = _axes_nd(a, o["s"], o["axes"], (-2, -1))
     s = _irfft_sizes(a, s, axes, o["s"] is not None)
-    return np.fft.irfft2(a, *args, **kw), (np.shape(a), s, axes, _adj_norm(o["norm"]), 1 + len(args))
+    return np.fft.irfft2(a, *args, **kw), (np.shape(a), s, axes, _adj_norm(o["norm"]))
 
 
 def irfftn_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("s", "axes", "norm"), s=None, axes=None, norm=None)
     s, axes = _axes_nd(a, o["s"], o["axes"], None)
     s = _irfft_sizes(a, s, axes, o["s"] is not None)
-    return np.fft.irfftn(a, *args, **kw), (np.shape(a), s, axes, _adj_norm(o["norm"]), 1 + len(args))
+    return np.fft.irfftn(a, *args, **kw), (np.shape(a), s, axes, _adj_norm(o["norm"]))
 
 
-def irfft_pullback(st: Any, g: Any) -> tuple[Any, ...]:
+def irfft_pullback(st: Any, g: Any) -> tuple[Any]:
     """The transpose of irfft: conj(rfft(g)) (opposite norm; g is real, so this is the
     Hermitian adjoint conjugated), interior frequencies weighted by 2 (each stands for itself and
     its conjugate mirror); then back to the input's length."""
-    shape, s, axes, norm, nargs = st
+    shape, s, axes, norm = st
     ga = np.conj(np.fft.rfftn(g, s=s, axes=axes, norm=norm))
     ga = ga * _half_weights(s[-1], np.shape(ga)[axes[-1]], axes[-1], np.ndim(ga))
-    return (_fit_axes(ga, shape, axes),) + nones(nargs - 1)
+    return (_fit_axes(ga, shape, axes),)
 
 
 # ---- shifts ----------------------------------------------------------------------------------
@@ -203,22 +203,20 @@ def irfft_pullback(st: Any, g: Any) -> tuple[Any, ...]:
 
 def fftshift_fwd(x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("axes",), axes=None)
-    return np.fft.fftshift(x, *args, **kw), (o["axes"], 1 + len(args))
+    return np.fft.fftshift(x, *args, **kw), o["axes"]
 
 
-def fftshift_pullback(st: Any, g: Any) -> tuple[Any, ...]:
-    axes, nargs = st
-    return (np.fft.ifftshift(g, axes=axes),) + nones(nargs - 1)
+def fftshift_pullback(axes: Any, g: Any) -> tuple[Any]:
+    return (np.fft.ifftshift(g, axes=axes),)
 
 
 def ifftshift_fwd(x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("axes",), axes=None)
-    return np.fft.ifftshift(x, *args, **kw), (o["axes"], 1 + len(args))
+    return np.fft.ifftshift(x, *args, **kw), o["axes"]
 
 
-def ifftshift_pullback(st: Any, g: Any) -> tuple[Any, ...]:
-    axes, nargs = st
-    return (np.fft.fftshift(g, axes=axes),) + nones(nargs - 1)
+def ifftshift_pullback(axes: Any, g: Any) -> tuple[Any]:
+    return (np.fft.fftshift(g, axes=axes),)
 
 
 _NOTE = "n/s, axis/axes, norm"

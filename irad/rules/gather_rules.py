@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import primitives as ops
-from ._common import Table, is_float, labels, nones, options, scatter_labels
+from ._common import Table, is_float, labels, options, scatter_labels
 from ..errors import NoRuleError
 
 T = Table(__name__)
@@ -22,10 +22,10 @@ def _gather_fwd(fn: Any, a: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> t
     return fn(a, *args, **kw), (np.shape(a), args, kw)
 
 
-def _scatter(fn: Any, s: Any, g: Any) -> tuple[Any, ...]:
+def _scatter(fn: Any, s: Any, g: Any) -> tuple[Any]:
     """Adjoint of the gather ``fn(a, *args, **kw)`` for the first argument."""
     shape, args, kw = s
-    return (scatter_labels(fn(labels(shape), *args, **kw), g, shape),) + nones(len(args))
+    return (scatter_labels(fn(labels(shape), *args, **kw), g, shape),)
 
 
 def diagonal_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -80,35 +80,35 @@ def diag_fwd(v: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return _gather_fwd(np.diag, v, args, kw)
 
 
-def diag_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def diag_pullback(s: Any, g: Any) -> tuple[Any]:
     """diag of a vector builds a matrix (adjoint: its diagonal) and vice versa."""
     shape, args, kw = s
     k = args[0] if args else kw.get("k", 0)
     if len(shape) == 1:
-        return (np.diagonal(g, k),) + nones(len(args))
+        return (np.diagonal(g, k),)
     # the k-th diagonal of a matrix: g written onto zeros (cheaper than a bincount over n*m labels)
     i = np.arange(np.shape(g)[0]) + max(-k, 0)
-    return (ops.setitem(np.zeros(shape, np.result_type(g)), (i, i + k), g),) + nones(len(args))
+    return (ops.setitem(np.zeros(shape, np.result_type(g)), (i, i + k), g),)
 
 
 def diagflat_fwd(v: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return _gather_fwd(np.diagflat, v, args, kw)
 
 
-def diagflat_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def diagflat_pullback(s: Any, g: Any) -> tuple[Any]:
     shape, args, kw = s
     k = args[0] if args else kw.get("k", 0)
-    return (np.reshape(np.diagonal(g, k), shape),) + nones(len(args))
+    return (np.reshape(np.diagonal(g, k), shape),)
 
 
 def compress_fwd(condition: Any, a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return np.compress(condition, a, *args, **kw), (condition, np.shape(a), args, kw)
 
 
-def compress_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def compress_pullback(s: Any, g: Any) -> tuple[None, Any]:
     condition, shape, args, kw = s
     lab = np.compress(condition, labels(shape), *args, **kw)
-    return (None, scatter_labels(lab, g, shape)) + nones(len(args))
+    return None, scatter_labels(lab, g, shape)
 
 
 def extract_fwd(condition: Any, arr: Any) -> tuple[Any, Any]:
@@ -140,9 +140,9 @@ def flip_fwd(m: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return np.flip(m, *args, **kw), (args, kw)
 
 
-def flip_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def flip_pullback(s: Any, g: Any) -> tuple[Any]:
     args, kw = s
-    return (np.flip(g, *args, **kw),) + nones(len(args))
+    return (np.flip(g, *args, **kw),)
 
 
 def fliplr_fwd(m: Any) -> tuple[Any, Any]:
@@ -163,62 +163,60 @@ def flipud_pullback(s: Any, g: Any) -> tuple[Any]:
 
 def roll_fwd(a: Any, shift: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     axis = args[0] if args else kw.get("axis")
-    return np.roll(a, shift, *args, **kw), (shift, axis, 2 + len(args))
+    return np.roll(a, shift, *args, **kw), (shift, axis)
 
 
-def roll_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    shift, axis, n = s
-    return (np.roll(g, np.negative(shift), axis),) + nones(n - 1)
+def roll_pullback(s: Any, g: Any) -> tuple[Any]:
+    shift, axis = s
+    return (np.roll(g, np.negative(shift), axis),)
 
 
 def rot90_fwd(m: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("k", "axes"), k=1, axes=(0, 1))
-    return np.rot90(m, *args, **kw), (o["k"], o["axes"], 1 + len(args))
+    return np.rot90(m, *args, **kw), (o["k"], o["axes"])
 
 
-def rot90_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    k, axes, n = s
-    return (np.rot90(g, -k, axes),) + nones(n - 1)
+def rot90_pullback(s: Any, g: Any) -> tuple[Any]:
+    k, axes = s
+    return (np.rot90(g, -k, axes),)
 
 
 def triu_fwd(m: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    return np.triu(m, *args, **kw), (args[0] if args else kw.get("k", 0), 1 + len(args))
+    return np.triu(m, *args, **kw), args[0] if args else kw.get("k", 0)
 
 
-def triu_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    k, n = s
-    return (np.triu(g, k),) + nones(n - 1)
+def triu_pullback(k: int, g: Any) -> tuple[Any]:
+    return (np.triu(g, k),)
 
 
 def tril_fwd(m: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    return np.tril(m, *args, **kw), (args[0] if args else kw.get("k", 0), 1 + len(args))
+    return np.tril(m, *args, **kw), args[0] if args else kw.get("k", 0)
 
 
-def tril_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    k, n = s
-    return (np.tril(g, k),) + nones(n - 1)
+def tril_pullback(k: int, g: Any) -> tuple[Any]:
+    return (np.tril(g, k),)
 
 
-def _trace_state(a: Any, off: int, a1: int, a2: int, n: int) -> Any:
-    return (np.shape(a), off, a1, a2, n)
+def _trace_state(a: Any, off: int, a1: int, a2: int) -> Any:
+    return (np.shape(a), off, a1, a2)
 
 
 def trace_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("offset", "axis1", "axis2", "dtype", "out"), offset=0, axis1=0, axis2=1)
-    return np.trace(a, *args, **kw), _trace_state(a, o["offset"], o["axis1"], o["axis2"], 1 + len(args))
+    return np.trace(a, *args, **kw), _trace_state(a, o["offset"], o["axis1"], o["axis2"])
 
 
 def linalg_trace_fwd(a: Any, **kw: Any) -> tuple[Any, Any]:
-    return np.linalg.trace(a, **kw), _trace_state(a, kw.get("offset", 0), -2, -1, 1)
+    return np.linalg.trace(a, **kw), _trace_state(a, kw.get("offset", 0), -2, -1)
 
 
-def trace_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def trace_pullback(s: Any, g: Any) -> tuple[Any]:
     """The cotangent of a trace is ``g`` times the identity (shifted by ``offset``)."""
-    shape, off, a1, a2, n = s
+    shape, off, a1, a2 = s
     nd = len(shape)
     eye = np.eye(shape[a1 % nd], shape[a2 % nd], k=off)
     gx = np.expand_dims(g, (-2, -1)) * eye
-    return (np.moveaxis(gx, (-2, -1), (a1 % nd, a2 % nd)),) + nones(n - 1)
+    return (np.moveaxis(gx, (-2, -1), (a1 % nd, a2 % nd)),)
 
 
 def tile_fwd(a: Any, reps: Any) -> tuple[Any, Any]:
@@ -237,7 +235,7 @@ def tile_pullback(s: Any, g: Any) -> tuple[Any, None]:
 
 def _repeat_state(a: Any, repeats: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     axis = args[0] if args else kw.get("axis")
-    return (np.shape(a), repeats, axis, 2 + len(args))
+    return (np.shape(a), repeats, axis)
 
 
 def repeat_fwd(a: Any, repeats: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -248,9 +246,9 @@ def ndarray_repeat_fwd(a: Any, repeats: Any, *args: Any, **kw: Any) -> tuple[Any
     return a.repeat(repeats, *args, **kw), _repeat_state(a, repeats, args, kw)
 
 
-def repeat_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def repeat_pullback(s: Any, g: Any) -> tuple[Any]:
     """Sum each run of copies (a scatter-add when the repeat counts differ)."""
-    shape, repeats, axis, n = s
+    shape, repeats, axis = s
     src = (int(np.prod(shape)),) if axis is None else tuple(shape)
     ax = 0 if axis is None else axis % len(shape)
     if np.size(repeats) == 1:
@@ -260,7 +258,7 @@ def repeat_pullback(s: Any, g: Any) -> tuple[Any, ...]:
         idx = np.repeat(np.arange(src[ax]), repeats)
         zero = np.zeros(src, dtype=np.result_type(g))
         gx = ops.add_at(zero, (slice(None),) * ax + (idx,), g)
-    return (np.reshape(gx, shape),) + nones(n - 1)
+    return (np.reshape(gx, shape),)
 
 
 _PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
@@ -275,20 +273,19 @@ def pad_fwd(array: Any, pad_width: Any, *args: Any, **kw: Any) -> tuple[Any, Any
     shape = np.shape(array)
     if mode == "constant":
         pw = np.broadcast_to(np.asarray(pad_width, dtype=np.intp), (len(shape), 2))
-        return y, ("slice", tuple(slice(int(b), int(b) + k) for (b, _), k in zip(pw, shape)),
-                   2 + len(args))
+        return y, ("slice", tuple(slice(int(b), int(b) + k) for (b, _), k in zip(pw, shape)))
     rest = {k: v for k, v in kw.items() if k != "mode"}
-    return y, ("gather", (shape, pad_width, mode, rest), 2 + len(args))
+    return y, ("gather", (shape, pad_width, mode, rest))
 
 
-def pad_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def pad_pullback(s: Any, g: Any) -> tuple[Any]:
     """Constant mode: the interior of ``g``; edge/reflect/symmetric/wrap: scatter-add."""
-    kind, data, n = s
+    kind, data = s
     if kind == "slice":
-        return (g[data],) + nones(n - 1)
+        return (g[data],)
     shape, pad_width, mode, rest = data
     lab = np.pad(labels(shape), pad_width, mode, **rest)
-    return (scatter_labels(lab, g, shape),) + nones(n - 1)
+    return (scatter_labels(lab, g, shape),)
 
 
 def diff_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -296,12 +293,12 @@ def diff_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     axis = o["axis"] % np.ndim(a)
     pre = o["prepend"]
     p = 0 if pre is None else (1 if np.ndim(pre) == 0 else np.shape(pre)[axis])
-    return np.diff(a, *args, **kw), (o["n"], axis, p, np.shape(a)[axis], 1 + len(args))
+    return np.diff(a, *args, **kw), (o["n"], axis, p, np.shape(a)[axis])
 
 
-def diff_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def diff_pullback(s: Any, g: Any) -> tuple[Any]:
     """Adjoint of one difference: pad(g, before) - pad(g, after); then drop prepend/append."""
-    k, axis, p, m, n = s
+    k, axis, p, m = s
     nd = np.ndim(g)
     before = [(0, 0)] * nd
     after = [(0, 0)] * nd
@@ -310,7 +307,7 @@ def diff_pullback(s: Any, g: Any) -> tuple[Any, ...]:
         g = np.pad(g, before) - np.pad(g, after)
     sl = [slice(None)] * nd
     sl[axis] = slice(p, p + m)
-    return (g[tuple(sl)],) + nones(n - 1)
+    return (g[tuple(sl)],)
 
 
 def select_fwd(condlist: Any, choicelist: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -342,7 +339,7 @@ def bincount_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     x, n = s
     if n == 1:
         return (None,)
-    return (None, np.asarray(g)[x]) + nones(n - 2)
+    return None, np.asarray(g)[x]
 
 
 def sliding_window_view_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -367,12 +364,12 @@ def as_strided_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
         raise NoRuleError("irad: as_strided with strides that are not multiples of the item size has no rule")
     lab = labels(x.shape)
     lab = np.lib.stride_tricks.as_strided(lab, shape, tuple(st // x.itemsize * lab.itemsize for st in strides))
-    return np.lib.stride_tricks.as_strided(a, *args, **kw), (lab.copy(), x.shape, 1 + len(args))
+    return np.lib.stride_tricks.as_strided(a, *args, **kw), (lab.copy(), x.shape)
 
 
-def as_strided_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    lab, shape, n = s
-    return (scatter_labels(lab, g, shape),) + nones(n - 1)
+def as_strided_pullback(s: Any, g: Any) -> tuple[Any]:
+    lab, shape = s
+    return (scatter_labels(lab, g, shape),)
 
 
 T.rule(np.lib.stride_tricks.sliding_window_view, sliding_window_view_fwd, sliding_window_view_pullback,

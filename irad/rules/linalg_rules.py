@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import primitives as ops
-from ._common import Table, cj, nones
+from ._common import Table, cj
 from ..errors import NoRuleError
 
 T = Table(__name__)
@@ -175,17 +175,17 @@ def _tensordot_cots(a: Any, b: Any, xa: list[int], xb: list[int], g: Any) -> tup
 
 def tensordot_fwd(a: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     axes = args[0] if args else kw.get("axes", 2)
-    return np.tensordot(a, b, *args, **kw), (a, b, _tensordot_axes(a, b, axes), 2 + len(args))
+    return np.tensordot(a, b, *args, **kw), (a, b, _tensordot_axes(a, b, axes))
 
 
 def linalg_tensordot_fwd(a: Any, b: Any, **kw: Any) -> tuple[Any, Any]:
     axes = kw.get("axes", 2)
-    return np.linalg.tensordot(a, b, **kw), (a, b, _tensordot_axes(a, b, axes), 2)
+    return np.linalg.tensordot(a, b, **kw), (a, b, _tensordot_axes(a, b, axes))
 
 
-def tensordot_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    a, b, (xa, xb), n = s
-    return _tensordot_cots(a, b, xa, xb, g) + nones(n - 2)
+def tensordot_pullback(s: Any, g: Any) -> tuple[Any, Any]:
+    a, b, (xa, xb) = s
+    return _tensordot_cots(a, b, xa, xb, g)
 
 
 def kron_fwd(a: Any, b: Any) -> tuple[Any, Any]:
@@ -424,32 +424,32 @@ def _conv_offset(n: int, m: int, mode: str) -> int:
 
 def convolve_fwd(a: Any, v: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     mode = args[0] if args else kw.get("mode", "full")
-    return np.convolve(a, v, *args, **kw), (a, v, mode, 2 + len(args))
+    return np.convolve(a, v, *args, **kw), (a, v, mode)
 
 
-def convolve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def convolve_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     """Embed g in the full-length output, then correlate with the other operand (np.correlate
     conjugates its second operand, which cj undoes: convolve is holomorphic in each)."""
-    a, v, mode, n = s
+    a, v, mode = s
     na, nv = np.size(a), np.size(v)
     off = _conv_offset(na, nv, mode)
     full = np.pad(g, (off, na + nv - 1 - off - np.size(g)))
     ga = np.correlate(full, cj(v), "valid")
     gv = np.correlate(full, cj(a), "valid")
-    return (ga, gv) + nones(n - 2)
+    return ga, gv
 
 
 def correlate_fwd(a: Any, v: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     mode = args[0] if args else kw.get("mode", "valid")
-    return np.correlate(a, v, *args, **kw), (a, v, mode, 2 + len(args))
+    return np.correlate(a, v, *args, **kw), (a, v, mode)
 
 
-def correlate_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def correlate_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     """Full correlation y_k = sum_i a[i + k - (m-1)] conj(v[i]); g is embedded in it first.
 
     numpy swaps the operands when v is longer, which moves the 'same' window.
     """
-    a, v, mode, n = s
+    a, v, mode = s
     na, nv = np.size(a), np.size(v)
     if mode == "same" and na < nv:
         off = na - 1 - (na - 1) // 2
@@ -458,7 +458,7 @@ def correlate_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     full = np.pad(g, (off, na + nv - 1 - off - np.size(g)))
     ga = np.convolve(full, cj(v), "valid")
     gv = np.correlate(cj(full), a, "valid")[::-1]
-    return (ga, gv) + nones(n - 2)
+    return ga, gv
 
 
 T.rule(np.convolve, convolve_fwd, convolve_pullback, "modes full, same, valid")
@@ -524,19 +524,19 @@ def pinv_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     if kw.get("hermitian") or (len(args) > 1 and args[1]):
         raise NoRuleError("irad: pinv(hermitian=True) has no rule")
     y = np.linalg.pinv(a, *args, **kw)
-    return y, (a, y, 1 + len(args))
+    return y, (a, y)
 
 
-def pinv_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def pinv_pullback(s: Any, g: Any) -> tuple[Any]:
     """Golub & Pereyra's derivative of the pseudo-inverse (valid while the rank is constant).
 
     pinv is not holomorphic (it reads A^H): the formula is the Hermitian adjoint, so it runs on
     conj(g) and its result is conjugated (JAX's convention; both are no-ops on real values)."""
-    return (cj(_pinv_adjoint(s, cj(g))),) + nones(s[2] - 1)
+    return (cj(_pinv_adjoint(s, cj(g))),)
 
 
 def _pinv_adjoint(s: Any, g: Any) -> Any:
-    a, p, n = s
+    a, p = s
     ph, gh = _H(p), _H(g)
     m, k = np.shape(a)[-2], np.shape(a)[-1]
     left = np.eye(m) - np.matmul(a, p)   # I - A A+
@@ -551,25 +551,25 @@ def lstsq_fwd(a: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = np.linalg.lstsq(a, b, *args, **kw)
     if y[2] < min(np.shape(a)):
         raise NoRuleError("irad: lstsq of a rank-deficient matrix has no rule (the solution jumps with the rank)")
-    return y, (a, b, np.linalg.pinv(a), y[0], 2 + len(args))
+    return y, (a, b, np.linalg.pinv(a), y[0])
 
 
-def lstsq_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def lstsq_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     """x = A+ b at full rank: the pseudo-inverse's derivative; the residuals |b - A x|^2 give
     b 2 r g and A -2 r g x^H (A^H r = 0 there); the singular values give U diag(g) V^H.
 
     Those are Hermitian adjoints (lstsq is not holomorphic): conj in, conj out, as for pinv."""
     gx, gres, _, gsv = g
     ga, gb = _lstsq_adjoint(s, cj(gx), gres, gsv)
-    return (cj(ga), cj(gb)) + nones(s[4] - 2)
+    return cj(ga), cj(gb)
 
 
 def _lstsq_adjoint(s: Any, gx: Any, gres: Any, gsv: Any) -> tuple[Any, Any]:
-    a, b, p, x, n = s
+    a, b, p, x = s
     vec = np.ndim(b) == 1
     B, X = (b[:, None], x[:, None]) if vec else (b, x)
     GX = gx[:, None] if vec else gx
-    ga = _pinv_adjoint((a, p, 1), np.matmul(GX, _H(B)))
+    ga = _pinv_adjoint((a, p), np.matmul(GX, _H(B)))
     gb = np.matmul(_H(p), GX)
     if np.size(gres):
         rg = (B - np.matmul(a, X)) * (2.0 * gres)

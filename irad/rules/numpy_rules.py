@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import (Table, bincount, cj, count, expand_reduced, nones, norm_axes, options,
-                      unreduce)
+from ._common import Table, bincount, cj, count, expand_reduced, norm_axes, options, unreduce
 from .python_rules import (add_pullback, identity_pullback, mul_pullback, neg_pullback,
                            pow_pullback, sub_pullback, truediv_pullback)
 from ..errors import NoRuleError
@@ -92,12 +91,12 @@ def real_fwd(x: Any) -> tuple[Any, Any]:
 
 
 def real_if_close_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    return np.real_if_close(a, *args, **kw), 1 + len(args)
+    return np.real_if_close(a, *args, **kw), None
 
 
-def real_if_close_pullback(n: int, g: Any) -> tuple[Any, ...]:
+def real_if_close_pullback(s: None, g: Any) -> tuple[Any]:
     """Either the identity or the real part: in both cases ``a`` gets ``g`` (``tol`` none)."""
-    return (g,) + nones(n - 1)
+    return (g,)
 
 
 def imag_fwd(x: Any) -> tuple[Any, Any]:
@@ -159,7 +158,7 @@ def clip_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     ga = np.where(over | under, 0.0, g)
     glo = None if lo is None else np.where(under & ~over, g, 0.0)
     ghi = None if hi is None else np.where(over, g, 0.0)
-    return ((ga, glo, ghi) + nones(3))[:n]
+    return (ga, glo, ghi)[:n]
 
 
 def where_fwd(*args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -175,12 +174,11 @@ def where_pullback(s: Any, g: Any) -> tuple[Any, ...]:
 
 
 def nan_to_num_fwd(x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    return np.nan_to_num(x, *args, **kw), (x, 1 + len(args))
+    return np.nan_to_num(x, *args, **kw), x
 
 
-def nan_to_num_pullback(s: Any, g: Any) -> tuple[Any, ...]:
-    x, n = s
-    return (np.where(np.isfinite(x), g, 0.0),) + nones(n - 1)
+def nan_to_num_pullback(x: Any, g: Any) -> tuple[Any]:
+    return (np.where(np.isfinite(x), g, 0.0),)
 
 
 T.rule(np.add, add_fwd, add_pullback)
@@ -464,7 +462,6 @@ def _reduce_state(a: Any, args: tuple[Any, ...], kw: dict[str, Any], names: tupl
     o = options(args, kw, names, axis=axis, keepdims=False, where=True, ddof=0)
     _no_out(o)
     o["shape"] = np.shape(a)
-    o["n"] = 1 + len(args)
     return o
 
 
@@ -476,11 +473,11 @@ def add_reduce_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return np.add.reduce(a, *args, **kw), _reduce_state(a, args, kw, _SUM, axis=0)
 
 
-def sum_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+def sum_pullback(o: dict[str, Any], g: Any) -> tuple[Any]:
     gx = unreduce(g, o["shape"], o["axis"], o["keepdims"])
     if o["where"] is not True:
         gx = np.where(o["where"], gx, 0.0)
-    return (gx,) + nones(o["n"] - 1)
+    return (gx,)
 
 
 def nansum_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -500,14 +497,14 @@ def nanmean_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return np.nanmean(a, *args, **kw), o
 
 
-def mean_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+def mean_pullback(o: dict[str, Any], g: Any) -> tuple[Any]:
     shape, axis, w = o["shape"], o["axis"], o["where"]
     gx = unreduce(g, shape, axis, o["keepdims"])
     if w is True:
-        return (gx / count(shape, axis),) + nones(o["n"] - 1)
+        return (gx / count(shape, axis),)
     w = np.broadcast_to(w, shape)
     k = np.sum(w, axis=norm_axes(axis, len(shape)), keepdims=True)
-    return (np.where(w, gx / np.maximum(k, 1), 0.0),) + nones(o["n"] - 1)
+    return (np.where(w, gx / np.maximum(k, 1), 0.0),)
 
 
 def _var_state(a: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
@@ -536,20 +533,20 @@ def _centered(o: dict[str, Any]) -> Any:
     return x - np.mean(x, axis=norm_axes(axis, np.ndim(x)), keepdims=True)
 
 
-def var_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+def var_pullback(o: dict[str, Any], g: Any) -> tuple[Any]:
     """d var = 2 Re(conj(x - mean) dx) / (N - ddof): x gets 2 conj(x - mean) / (N - ddof)."""
     gx = unreduce(g, o["shape"], o["axis"], o["keepdims"])
     k = count(o["shape"], o["axis"]) - o["ddof"]
-    return (gx * cj(_centered(o)) * (2.0 / k),) + nones(o["n"] - 1)
+    return (gx * cj(_centered(o)) * (2.0 / k),)
 
 
-def std_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+def std_pullback(o: dict[str, Any], g: Any) -> tuple[Any]:
     """d std = (x - mean) / ((N - ddof) std); 0 where std == 0 (a subgradient)."""
     y = o["y"]
     safe = np.where(y == 0, 1.0, y)
     gx = unreduce(np.where(y == 0, 0.0, g / safe), o["shape"], o["axis"], o["keepdims"])
     k = count(o["shape"], o["axis"]) - o["ddof"]
-    return (gx * cj(_centered(o)) / k,) + nones(o["n"] - 1)
+    return (gx * cj(_centered(o)) / k,)
 
 
 def _minmax_state(fn: Any, a: Any, args: tuple[Any, ...], kw: dict[str, Any],
@@ -603,13 +600,13 @@ def _argext_share(x: Any, ykept: Any, axes: tuple[int, ...], where: Any) -> Any:
     return hit / np.maximum(k, 1)
 
 
-def max_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+def max_pullback(o: dict[str, Any], g: Any) -> tuple[Any]:
     """The cotangent goes to the extreme element; ties split it evenly."""
     shape, axis, keep = o["shape"], o["axis"], o["keepdims"]
     ykept = expand_reduced(o["y"], shape, axis, keep)
     share = _argext_share(o["x"], ykept, norm_axes(axis, len(shape)), o["where"])
     # NOTE: share has the input's shape, so g with the reduced axes kept broadcasts to it
-    return (expand_reduced(g, shape, axis, keep) * share,) + nones(o["n"] - 1)
+    return (expand_reduced(g, shape, axis, keep) * share,)
 
 
 def ptp_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -621,11 +618,11 @@ def ptp_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return np.ptp(a, *args, **kw), o
 
 
-def ptp_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+def ptp_pullback(o: dict[str, Any], g: Any) -> tuple[Any]:
     """max - min: +g to the maximum, -g to the minimum (ties split evenly)."""
     x, ax = o["x"], o["axes"]
     share = _argext_share(x, o["hi"], ax, True) - _argext_share(x, o["lo"], ax, True)
-    return (unreduce(g, o["shape"], ax, o["keepdims"]) * share,) + nones(o["n"] - 1)
+    return (unreduce(g, o["shape"], ax, o["keepdims"]) * share,)
 
 
 def _prod_others(x: Any, axes: tuple[int, ...]) -> Any:
@@ -655,7 +652,7 @@ def multiply_reduce_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return np.multiply.reduce(a, *args, **kw), o
 
 
-def prod_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+def prod_pullback(o: dict[str, Any], g: Any) -> tuple[Any]:
     """Each factor gets g times the product of the others (and of ``initial``)."""
     x, shape, axis = o["x"], o["shape"], o["axis"]
     w = o["where"]
@@ -666,7 +663,7 @@ def prod_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
     gx = unreduce(g, shape, axis, o["keepdims"]) * others
     if w is not True:
         gx = np.where(w, gx, 0.0)
-    return (gx,) + nones(o["n"] - 1)
+    return (gx,)
 
 
 T.rule(np.sum, sum_fwd, sum_pullback)
@@ -706,7 +703,7 @@ def _revcumsum(v: Any, axis: int) -> Any:
 def _cum_state(a: Any, args: tuple[Any, ...], kw: dict[str, Any], axis: Any = None) -> dict[str, Any]:
     o = options(args, kw, ("axis", "dtype", "out"), axis=axis)
     _no_out(o)
-    o["shape"], o["n"] = np.shape(a), 1 + len(args)
+    o["shape"] = np.shape(a)
     return o
 
 
@@ -718,13 +715,13 @@ def add_accumulate_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return np.add.accumulate(a, *args, **kw), _cum_state(a, args, kw, axis=0)
 
 
-def cumsum_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+def cumsum_pullback(o: dict[str, Any], g: Any) -> tuple[Any]:
     """Reverse cumulative sum (over the flattened array when axis is None)."""
     if o["axis"] is None:
         gx = np.reshape(_revcumsum(np.ravel(g), 0), o["shape"])
     else:
         gx = _revcumsum(g, o["axis"])
-    return (gx,) + nones(o["n"] - 1)
+    return (gx,)
 
 
 def cumprod_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -741,7 +738,7 @@ def multiply_accumulate_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     return y, o
 
 
-def cumprod_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+def cumprod_pullback(o: dict[str, Any], g: Any) -> tuple[Any]:
     """revcumsum(g*y)/x where x != 0; the first zero of each row gets its exact value.
 
     Exact to first order for any input; its own derivative (second order) is not exact where a
@@ -756,7 +753,7 @@ def cumprod_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
     y1 = np.cumprod(np.where(first, 1, x), axis=axis)
     alt = _revcumsum(g * y1, axis)
     gx = np.where(nz, main, np.where(first, alt, 0.0))
-    return (np.reshape(gx, o["shape"]),) + nones(o["n"] - 1)
+    return (np.reshape(gx, o["shape"]),)
 
 
 T.rule(np.cumsum, cumsum_fwd, cumsum_pullback)
@@ -777,7 +774,7 @@ def sort_state(a: Any, y: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> dic
     axis = o["axis"]
     flat = np.ravel(a) if axis is None else a
     perm = np.argsort(flat, axis=-1 if axis is None else axis, kind="stable")
-    return {"perm": perm, "y": y, "axis": axis, "shape": np.shape(a), "n": 1 + len(args)}
+    return {"perm": perm, "y": y, "axis": axis, "shape": np.shape(a)}
 
 
 def sort_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -800,14 +797,14 @@ def _tie_mean(y: Any, g: Any, axis: int) -> Any:
     return np.moveaxis(mean.reshape(gs.shape), -1, axis)
 
 
-def sort_pullback(o: dict[str, Any], g: Any) -> tuple[Any, ...]:
+def sort_pullback(o: dict[str, Any], g: Any) -> tuple[Any]:
     """Undo the sorting permutation; equal values share their cotangents evenly."""
     axis = -1 if o["axis"] is None else o["axis"]
     if np.size(g):
         g = _tie_mean(o["y"], g, axis)
     inv = np.argsort(o["perm"], axis=axis)
     gx = np.take_along_axis(g, inv, axis=axis)
-    return (np.reshape(gx, o["shape"]),) + nones(o["n"] - 1)
+    return (np.reshape(gx, o["shape"]),)
 
 
 def unique_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -819,14 +816,14 @@ def unique_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True, **srt)
     if not np.array_equal(vals, y[0] if isinstance(y, tuple) else y, equal_nan=True):
         raise NoRuleError("irad: np.unique(sorted=False) returned its values in an order irad cannot reproduce")
-    return y, (np.reshape(inv, np.shape(a)), cnt, isinstance(y, tuple), 1 + len(args))
+    return y, (np.reshape(inv, np.shape(a)), cnt, isinstance(y, tuple))
 
 
-def unique_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def unique_pullback(s: Any, g: Any) -> tuple[Any]:
     """Each unique value's cotangent is shared evenly by the equal input elements."""
-    inv, cnt, multi, n = s
+    inv, cnt, multi = s
     gv = g[0] if multi else g
-    return (np.asarray(gv)[inv] / cnt[inv],) + nones(n - 1)
+    return (np.asarray(gv)[inv] / cnt[inv],)
 
 
 T.rule(np.sort, sort_fwd, sort_pullback, "ties split evenly")

@@ -3,7 +3,8 @@
 The canonical rule is explicit (seed thread 000): two ordinary, named functions
 
     fwd(*args, **kwargs) -> (y, state)        forward value and the residuals the backward needs
-    bwd(state, ybar)     -> (cot_0, ...)      one cotangent per positional argument (None: zero)
+    bwd(state, ybar)     -> (cot_0, ...)      one cotangent per positional argument (None: zero;
+                                              trailing ones left out are None)
 
 Cotangents may keep the broadcast shape of ``y``: the reverse-mode transform sums them down to
 the argument's shape (``irad.primitives.sum_to``) and casts them to the argument's type, so rules never

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ._common import Table, cj, expand_reduced, nones, options, unreduce
+from ._common import Table, cj, expand_reduced, options, unreduce
 from .numpy_rules import _EXP_CAP, _clip
 from .registry import when_imported
 from ..errors import NoRuleError
@@ -286,25 +286,25 @@ def logsumexp_pullback(s: Any, g: Any) -> tuple[Any, ...]:
 def softmax_fwd(x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("axis",), axis=None)
     y = special.softmax(x, *args, **kw)
-    return y, (y, o["axis"], 1 + len(args))
+    return y, (y, o["axis"])
 
 
-def softmax_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def softmax_pullback(s: Any, g: Any) -> tuple[Any]:
     """x gets y (g - sum(g y))."""
-    y, axis, n = s
-    return (y * (g - np.sum(g * y, axis=axis, keepdims=True)),) + nones(n - 1)
+    y, axis = s
+    return (y * (g - np.sum(g * y, axis=axis, keepdims=True)),)
 
 
 def log_softmax_fwd(x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("axis",), axis=None)
     y = special.log_softmax(x, *args, **kw)
-    return y, (y, o["axis"], 1 + len(args))
+    return y, (y, o["axis"])
 
 
-def log_softmax_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def log_softmax_pullback(s: Any, g: Any) -> tuple[Any]:
     """x gets g - exp(y) sum(g)."""
-    y, axis, n = s
-    return (g - np.exp(y) * np.sum(g, axis=axis, keepdims=True),) + nones(n - 1)
+    y, axis = s
+    return (g - np.exp(y) * np.sum(g, axis=axis, keepdims=True),)
 
 
 # ---- scipy.stats -----------------------------------------------------------------------------
@@ -598,13 +598,13 @@ def solve_triangular_fwd(a: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, An
     o = options(args, kw, ("trans", "lower", "unit_diagonal"), trans=0, lower=False, unit_diagonal=False)
     y = linalg.solve_triangular(a, b, *args, **kw)
     trans = {0: "N", 1: "T", 2: "C"}.get(o["trans"], o["trans"])
-    return y, (a, y, trans, bool(o["lower"]), bool(o["unit_diagonal"]), 2 + len(args))
+    return y, (a, y, trans, bool(o["lower"]), bool(o["unit_diagonal"]))
 
 
-def solve_triangular_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def solve_triangular_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     """x = op(A)^-1 b: b gets op(A)^-T g, A the triangle of -(gb x^T), transposed (T) or
     conjugate-transposed (C) back when op(A) was."""
-    a, x, trans, lower, unit, n = s
+    a, x, trans, lower, unit = s
     if trans == "N":     # A x = b: gb = A^-T g
         gb = linalg.solve_triangular(a, g, trans="T", lower=lower, unit_diagonal=unit)
     elif trans == "T":   # A^T x = b: gb = A^-1 g
@@ -621,7 +621,7 @@ def solve_triangular_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     ga = _tri(outer, lower)
     if unit:
         ga = ga - np.eye(np.shape(a)[-1]) * ga
-    return (ga, gb) + nones(n - 2)
+    return ga, gb
 
 
 def cho_factor_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -629,34 +629,34 @@ def cho_factor_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     c, low = linalg.cho_factor(a, *args, **kw)
     lower = bool(o["lower"])
     fac = np.tril(c) if lower else np.transpose(np.triu(c))
-    return (c, low), (fac, lower, _CHO_KEEPS_OTHER, 1 + len(args))
+    return (c, low), (fac, lower, _CHO_KEEPS_OTHER)
 
 
-def cho_factor_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def cho_factor_pullback(s: Any, g: Any) -> tuple[Any]:
     """c holds the factor in one triangle: it goes through the Cholesky pullback.  The other
     triangle holds a's own entries (SciPy < 1.18: their cotangent goes straight to a) or
     zeros (SciPy >= 1.18)."""
     from .decomp_rules import cholesky_pullback
-    fac, lower, keeps, n = s
+    fac, lower, keeps = s
     gc = g[0]
     if lower:
         (ga,) = cholesky_pullback((fac, False), np.tril(gc))
-        return (ga + np.triu(gc, 1) if keeps else ga,) + nones(n - 1)
+        return (ga + np.triu(gc, 1) if keeps else ga,)
     (ga,) = cholesky_pullback((fac, True), np.triu(gc))
-    return (ga + np.tril(gc, -1) if keeps else ga,) + nones(n - 1)
+    return (ga + np.tril(gc, -1) if keeps else ga,)
 
 
 def cho_solve_fwd(c_and_lower: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     c, lower = c_and_lower
     x = linalg.cho_solve(c_and_lower, b, *args, **kw)
-    return x, (c, bool(lower), x, 2 + len(args))
+    return x, (c, bool(lower), x)
 
 
-def cho_solve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def cho_solve_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     """x = A^-1 b with A = L L^H (lower) or U^H U: the Hermitian adjoint sends g to gb = A^-1 g
     and, on the factor's triangle, (Abar + Abar^H) L (lower) or U (Abar + Abar^H) (upper), with
     Abar = -gb x^H; JAX's convention conjugates it on both sides (no-ops on real values)."""
-    c, lower, x, n = s
+    c, lower, x = s
     g = cj(g)
     gb = linalg.cho_solve((c, lower), g)
     xm = x[:, None] if np.ndim(x) == 1 else x
@@ -664,7 +664,7 @@ def cho_solve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     abar = -np.matmul(gm, _H(xm))
     sym = abar + _H(abar)
     gc = np.tril(np.matmul(sym, np.tril(c))) if lower else np.triu(np.matmul(np.triu(c), sym))
-    return ((cj(gc), None), cj(gb)) + nones(n - 2)
+    return (cj(gc), None), cj(gb)
 
 
 def _mT(x: Any) -> Any:
@@ -736,7 +736,7 @@ def logm_keeping_rng(a: Any) -> Any:
 
 
 def logm_keeping_rng_fwd(a: Any) -> tuple[Any, Any]:
-    return logm_keeping_rng(a), (a, False, not np.iscomplexobj(a), 1)
+    return logm_keeping_rng(a), (a, False, not np.iscomplexobj(a))
 
 
 def expm_fwd(a: Any) -> tuple[Any, Any]:
@@ -753,15 +753,15 @@ def expm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
 def expm_frechet_fwd(a: Any, e: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("method", "compute_expm", "check_finite"), compute_expm=True)
     y = linalg.expm_frechet(a, e, *args, **kw)
-    return y, (a, e, bool(o["compute_expm"]), 2 + len(args))
+    return y, (a, e, bool(o["compute_expm"]))
 
 
-def expm_frechet_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def expm_frechet_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     """(expm(A), L(A, E)) is the first block row of expm(M), M = [[A, E], [0, A]]: M gets
     Mbar = L_exp(M^T, Gbar) with Gbar = [[gexpm, gL], [0, 0]], a 2n x 2n
     expm_frechet; A gets the sum of Mbar's diagonal blocks, E its upper right block.  Each
     order doubles the size of the matrices (this pullback calls expm_frechet again)."""
-    a, e, both, n = s
+    a, e, both = s
     gf, gl = g if both else (None, g)
     k = np.shape(a)[-1]
     m = _block(a, e)
@@ -770,7 +770,7 @@ def expm_frechet_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     top = np.concatenate([zero if gf is None else np.broadcast_to(gf, shape), np.broadcast_to(gl, shape)], -1)
     gm = np.concatenate([top, np.concatenate([zero, zero], -1)], -2)
     mb = _adjoint(m, gm, _frechet)
-    return (mb[..., :k, :k] + mb[..., k:, k:], mb[..., :k, k:]) + nones(n - 2)
+    return mb[..., :k, :k] + mb[..., k:, k:], mb[..., :k, k:]
 
 
 def _real_if(real: bool, ga: Any) -> Any:
@@ -784,15 +784,15 @@ def _real_if(real: bool, ga: Any) -> Any:
 def logm_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = linalg.logm(a, *args, **kw)
     # disp=False (deprecated) gives (F, errest)
-    return y, (a, isinstance(y, tuple), not np.iscomplexobj(a), 1 + len(args))
+    return y, (a, isinstance(y, tuple), not np.iscomplexobj(a))
 
 
-def logm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def logm_pullback(s: Any, g: Any) -> tuple[Any]:
     """Abar = L_log(A^T, g), L_log from logm of a 2n x 2n block matrix (so each
     order doubles the size; see ``_logm_frechet``).  With disp=False, errest (zero in exact
     arithmetic) gets none."""
-    a, pair, real, n = s
-    return (_real_if(real, _adjoint(a, g[0] if pair else g, _logm_frechet)),) + nones(n - 1)
+    a, pair, real = s
+    return (_real_if(real, _adjoint(a, g[0] if pair else g, _logm_frechet)),)
 
 
 def sqrtm_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -800,22 +800,22 @@ def sqrtm_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     pair = isinstance(y, tuple)  # disp=False (deprecated): (X, errest), except for 1 x 1 matrices
     x = y[0] if pair else y
     scalar = np.ndim(a) < 2 and np.size(a) == 1
-    return y, (x, pair, np.shape(a) if scalar else None, not np.iscomplexobj(a), 1 + len(args))
+    return y, (x, pair, np.shape(a) if scalar else None, not np.iscomplexobj(a))
 
 
-def sqrtm_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def sqrtm_pullback(s: Any, g: Any) -> tuple[Any]:
     """X X = A: Abar solves X^T Abar + Abar X^T = g (a Sylvester equation; it is the transpose
     formula with L_sqrt(B, E) solving sqrt(B) Z + Z sqrt(B) = E, also on the branch cut).  A
     scalar argument: SciPy 1.17 returns [[exp(a)]] for it (a SciPy bug), so the rule
     differentiates exp there.  With disp=False, errest (zero in exact arithmetic) gets none."""
-    x, pair, scalar, real, n = s
+    x, pair, scalar, real = s
     if pair:
         g = g[0]
     if scalar is not None and _SQRTM_SCALAR_IS_EXP:
-        return (np.reshape(g * x, scalar),) + nones(n - 1)
+        return (np.reshape(g * x, scalar),)
     xt = _mT(x)
     ga = _real_if(real, linalg.solve_sylvester(xt, xt, g))
-    return (ga if scalar is None else np.reshape(ga, scalar),) + nones(n - 1)
+    return (ga if scalar is None else np.reshape(ga, scalar),)
 
 
 def solve_sylvester_fwd(a: Any, b: Any, q: Any) -> tuple[Any, Any]:
@@ -832,25 +832,24 @@ def solve_sylvester_pullback(s: Any, g: Any) -> tuple[Any, ...]:
 
 def sla_inv_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = linalg.inv(a, *args, **kw)
-    return y, (y, 1 + len(args))
+    return y, y
 
 
-def sla_inv_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def sla_inv_pullback(y: Any, g: Any) -> tuple[Any]:
     """d inv(A) = -inv(A) dA inv(A)."""
-    y, n = s
     yt = _mT(y)
-    return (-np.matmul(yt, np.matmul(g, yt)),) + nones(n - 1)
+    return (-np.matmul(yt, np.matmul(g, yt)),)
 
 
 def sla_det_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     y = linalg.det(a, *args, **kw)
-    return y, (a, y, 1 + len(args))
+    return y, (a, y)
 
 
-def sla_det_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def sla_det_pullback(s: Any, g: Any) -> tuple[Any]:
     """d det(A) = det(A) tr(inv(A) dA)."""
-    a, y, n = s
-    return (np.expand_dims(g * y, (-2, -1)) * _mT(np.linalg.inv(a)),) + nones(n - 1)
+    a, y = s
+    return (np.expand_dims(g * y, (-2, -1)) * _mT(np.linalg.inv(a)),)
 
 
 _CHO_KEEPS_OTHER = True  # does cho_factor leave a's entries in the other triangle? (probed on load)
@@ -893,13 +892,13 @@ def _load_linalg() -> None:
 def convolve_fwd(in1: Any, in2: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     o = options(args, kw, ("mode", "method"), mode="full", method="auto")
     y = signal.convolve(in1, in2, *args, **kw)
-    return y, (in1, in2, o["mode"], o["method"], 2 + len(args))
+    return y, (in1, in2, o["mode"], o["method"])
 
 
-def convolve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def convolve_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     """Embed g in the 'full' output (same and valid are its centred parts), then correlate it
     with the other input in 'valid' mode: convolve(G, flip(other), 'valid')."""
-    in1, in2, mode, method, n = s
+    in1, in2, mode, method = s
     s1, s2 = np.shape(in1), np.shape(in2)
     full = tuple(a + b - 1 for a, b in zip(s1, s2))
     if mode != "full":
@@ -907,7 +906,7 @@ def convolve_pullback(s: Any, g: Any) -> tuple[Any, ...]:
         g = np.pad(g, [(st, f - k - st) for st, f, k in zip(start, full, np.shape(g))])
     g1 = signal.convolve(g, np.flip(in2), "valid", method)
     g2 = signal.convolve(g, np.flip(in1), "valid", method)
-    return (g1, g2) + nones(n - 2)
+    return g1, g2
 
 
 def _load_signal() -> None:
@@ -1274,13 +1273,13 @@ def solve_banded_fwd(l_and_u: Any, ab: Any, b: Any, *args: Any, **kw: Any) -> tu
     nl, nu = (int(v) for v in l_and_u)
     # (never in place: the pullback reads ab, and x must not alias b)
     x = linalg.solve_banded((nl, nu), ab, b, check_finite=o["check_finite"])
-    return x, (ab, x, nl, nu, np.ndim(b) == 1, 3 + len(args))
+    return x, (ab, x, nl, nu, np.ndim(b) == 1)
 
 
-def solve_banded_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def solve_banded_pullback(s: Any, g: Any) -> tuple[None, Any, Any]:
     """x = A^-1 b, A in band storage: b gets A^-T g (solve_banded with the transposed band),
     ab[r, j] gets -(gb x^T)[r - u + j, j] on the band and 0 in its unused corners."""
-    ab, x, nl, nu, vec, n = s
+    ab, x, nl, nu, vec = s
     m = np.shape(ab)[-1]
     gm = g[..., None] if vec else g
     xm = x[..., None] if vec else x
@@ -1288,7 +1287,7 @@ def solve_banded_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     rows, cols, inside = _band_index(nl, nu, m)
     gab = -np.sum(gbm[..., rows, :] * xm[..., cols, :], axis=-1)
     gab = np.where(inside, gab, np.zeros((), dtype=np.result_type(gab)))
-    return (None, gab, gbm[..., 0] if vec else gbm) + nones(n - 3)
+    return None, gab, gbm[..., 0] if vec else gbm
 
 
 def _load_linalg_banded() -> None:

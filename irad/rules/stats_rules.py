@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Table, bincount, nones, norm_axes, options, unreduce
+from ._common import Table, bincount, norm_axes, options, unreduce
 from .numpy_rules import _tie_mean
 from ..errors import NoRuleError
 
@@ -67,13 +67,13 @@ def median_fwd(a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     ax = 0 if axis is None else axis % x.ndim
     perm = np.argsort(x, axis=ax, kind="stable")
     srt = np.take_along_axis(x, perm, axis=ax)
-    return y, (perm, srt, ax, axis, np.shape(a), bool(o["keepdims"]), 1 + len(args))
+    return y, (perm, srt, ax, axis, np.shape(a), bool(o["keepdims"]))
 
 
-def median_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def median_pullback(s: Any, g: Any) -> tuple[Any]:
     """The middle element (the two middle ones, half each) of the sorted values gets g;
     equal values share it evenly."""
-    perm, srt, ax, axis, shape, keepdims, n = s
+    perm, srt, ax, axis, shape, keepdims = s
     m = srt.shape[ax]
     pick = np.zeros(m)
     pick[(m - 1) // 2] += 0.5
@@ -86,7 +86,7 @@ def median_pullback(s: Any, g: Any) -> tuple[Any, ...]:
         ge = g if keepdims else np.expand_dims(g, ax)
     gs = _tie_mean(srt, ge * np.reshape(pick, pshape), ax)
     gx = np.take_along_axis(gs, np.argsort(perm, axis=ax), axis=ax)
-    return (np.reshape(gx, shape),) + nones(n - 1)
+    return (np.reshape(gx, shape),)
 
 
 def trapezoid_fwd(y: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -165,13 +165,13 @@ def _quantile_fwd(fn: Any, scale: float, a: Any, q: Any, args: tuple[Any, ...], 
     elif method == "midpoint":
         frac = np.where(frac > 0, 0.5, 0.0)
     return y, (perm, srt, lo, hi, frac, method == "linear", scale, np.shape(q), axis, x.shape,
-               bool(o["keepdims"]), 2 + len(args))
+               bool(o["keepdims"]))
 
 
-def _quantile_pullback(s: Any, g: Any) -> tuple[Any, ...]:
+def _quantile_pullback(s: Any, g: Any) -> tuple[Any, Any]:
     """The two order statistics around each quantile get (1 - frac) g and frac g (equal values
     share evenly); q gets g (n - 1) (x_hi - x_lo) / scale for the linear method."""
-    perm, srt, lo, hi, frac, linear, scale, qshape, axis, shape, keepdims, n_args = s
+    perm, srt, lo, hi, frac, linear, scale, qshape, axis, shape, keepdims = s
     n = srt.shape[-1]
     nq = lo.shape[0]
     g = np.asarray(g)
@@ -189,7 +189,7 @@ def _quantile_pullback(s: Any, g: Any) -> tuple[Any, ...]:
     if linear:
         step = np.moveaxis(np.take(srt, hi, axis=-1) - np.take(srt, lo, axis=-1), -1, 0)  # (nq,) + lead
         gq = np.reshape(np.sum(np.reshape(g2 * step, (nq, -1)), axis=1) * (n - 1) / scale, qshape)
-    return (gx, gq) + nones(n_args - 2)
+    return gx, gq
 
 
 def quantile_fwd(a: Any, q: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
