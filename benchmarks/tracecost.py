@@ -67,15 +67,14 @@ def _staged(checkout: Path, into: Path) -> Path:
 
 def child(staged: Path, repeat: int) -> dict[str, dict[str, float]]:
     """``measure`` in a fresh process importing irad from ``staged`` (see ``_staged``)."""
-    code = ("import importlib.util, json, sys; "
+    code = ("import importlib, json, sys; "
             "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in type(f).__module__.lower()]; "
             "sys.path.insert(0, sys.argv[1]); import irad; "
             "assert irad.__file__.startswith(sys.argv[1]), irad.__file__; "
-            "sys.path.insert(1, sys.argv[4]); "
-            "spec = importlib.util.spec_from_file_location('tracecost', sys.argv[2]); "
-            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
-            "print(json.dumps(m.measure(int(sys.argv[3]))))")
-    done = subprocess.run([sys.executable, "-c", code, str(staged), __file__, str(repeat), str(ROOT)],
+            "sys.path.insert(1, sys.argv[3]); "
+            "m = importlib.import_module('benchmarks.tracecost'); "  # as a package module: it imports relatively
+            "print(json.dumps(m.measure(int(sys.argv[2]))))")
+    done = subprocess.run([sys.executable, "-c", code, str(staged), str(repeat), str(ROOT)],
                           capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"measuring {staged} failed:\n{done.stderr[-3000:]}")
