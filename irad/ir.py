@@ -28,7 +28,7 @@ import gc
 import operator
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence, Union, cast
+from typing import Any, Callable, Iterator, Literal, Sequence, Union, cast
 
 import numpy as np
 
@@ -223,14 +223,20 @@ class Loc:
         return f"{at}, in {self.inner}" if self.inner else at
 
 
+#: how an op's outs bind its result, a closed set of modes (see ``Op``): ``False``, ``True``,
+#: ``"fwd"``, or a tuple of index paths
+Unpack = Union[bool, Literal["fwd"], tuple[tuple[Any, ...], ...]]
+
+
 @dataclass(frozen=True, init=False)
 class Op:
     """``outs = prim[kwargs](*args)``.  ``fn`` is the callable that evaluates it; keyword
     entries whose name starts with ``_`` are attributes of the op (``_rule``), not arguments.
 
-    ``unpack`` says how ``outs`` bind the result: ``False``: the result itself; ``True``: the
-    leaves of the result pytree; ``"fwd"``: a rule's ``(y, state)``: the leaves of ``y``, then the
-    state; a tuple of index paths: ``result[p0][p1]...`` for each out (a pullback's cotangents).
+    ``unpack`` (an ``Unpack``) says how ``outs`` bind the result: ``False``: the result itself;
+    ``True``: the leaves of the result pytree; ``"fwd"``: a rule's ``(y, state)``: the leaves of
+    ``y``, then the state; a tuple of index paths (``paths``): ``result[p0][p1]...`` for each out
+    (a pullback's cotangents, a loop's outs).
     """
 
     prim: str
@@ -239,11 +245,11 @@ class Op:
     outs: tuple[Var, ...] = ()
     fn: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     loc: Loc | None = field(default=None, compare=False)
-    unpack: Any = False
+    unpack: Unpack = False
 
     def __init__(self, prim: str, args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...] = (),
                  outs: tuple[Var, ...] = (), fn: Callable[..., Any] | None = None, loc: Loc | None = None,
-                 unpack: Any = False) -> None:
+                 unpack: Unpack = False) -> None:
         d = self.__dict__  # NOTE: see Var.__init__
         d["prim"], d["args"], d["kwargs"], d["outs"] = prim, args, kwargs, outs
         d["fn"], d["loc"], d["unpack"] = fn, loc, unpack
@@ -252,6 +258,12 @@ class Op:
     def out(self) -> Var:
         (o,) = self.outs
         return o
+
+    @property
+    def paths(self) -> tuple[tuple[Any, ...], ...]:
+        """The index paths of an op whose outs bind ``result[p0][p1]...`` (a pullback's cotangents,
+        a loop's outs): its ``unpack``, in that mode."""
+        return cast("tuple[tuple[Any, ...], ...]", self.unpack)
 
     @property
     def inputs(self) -> list[Var]:
@@ -417,7 +429,7 @@ def bind_outputs(op: Op, r: Any, env: dict[int, Any]) -> None:
         leaves = (flatten(r[0])[0] if len(op.outs) > 2 else [r[0]]) + [r[1]]
     else:  # a tuple of index paths into the result
         leaves = []
-        for path in u:
+        for path in op.paths:
             x = r
             for k in path:
                 x = x[k]

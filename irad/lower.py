@@ -460,11 +460,11 @@ class _Emitter:
             outs = [self.var(o) for o in op.outs]
             note = f"  # {', '.join(outs)} from {self.arg(op.args[1])} through {_comment(rule.name)}"
             if len(op.outs) == 1:
-                idx = "".join(f"[{self.lit(k)}]" for k in op.unpack[0])
+                idx = "".join(f"[{self.lit(k)}]" for k in op.paths[0])
                 return [f"{outs[0]} = {rhs}{idx}{note}"]
             tmp = self.fresh("cots")
             lines = [f"{tmp} = {rhs}{note}"]
-            for o, path in zip(outs, op.unpack):
+            for o, path in zip(outs, op.paths):
                 lines.append(f"{o} = {tmp}{''.join(f'[{self.lit(k)}]' for k in path)}")
             lines.append(f"del {tmp}")  # NOTE: the tuple would keep every cotangent alive to the end
             return lines

@@ -506,9 +506,9 @@ def plan_rules(g: Graph, reasons: dict[int, str] | None = None, deps: list[Any] 
                     world.sample(a)
             loc = pullback_loc(pop.loc, rule.name) if pop.loc else None
             def keep(t: TreeDef, pop: Op = pop) -> dict[int, Var]:
-                return {i: o for i, o in zip([_leaf_index(t, p) for p in pop.unpack], pop.outs) if i is not None}
+                return {i: o for i, o in zip([_leaf_index(t, p) for p in pop.paths], pop.outs) if i is not None}
             b_ops, b_outs, b_tree, _ = sp.splice(rule.bwd, (st_host, pop.args[1]), {}, worlds, loc, keep)
-            picks = [_leaf_index(b_tree, p) for p in pop.unpack]
+            picks = [_leaf_index(b_tree, p) for p in pop.paths]
             if any(p is None for p in picks):
                 raise _Skip("cotangent structure differs")
             _same_types(pop.outs, [b_outs[p] for p in picks], "cotangent")  # type: ignore[index]
