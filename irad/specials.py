@@ -491,20 +491,20 @@ def _copyto(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
                             "use np.where and assignment")
     where = opts.get("where", True)
     np.copyto(np.empty_like(dst), src, **opts)  # numpy's own checks (casting, shapes), without writing dst
-    before = t.before_mutation(dst, "np.copyto")
+    before = t.aliasing.before_mutation(dst, "np.copyto")
     extra = () if where is True else (t.atom(where),)
     atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(src)) + extra, {})
     np.copyto(dst, src, **opts)
-    t.rebind(dst, irad_ops.copyto, atoms)
+    t.aliasing.rebind(dst, irad_ops.copyto, atoms)
 
 
 def _fill_diagonal(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     from . import primitives as irad_ops
     a, v = args[0], args[1]
-    before = t.before_mutation(a, "np.fill_diagonal")
+    before = t.aliasing.before_mutation(a, "np.fill_diagonal")
     atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(v)), {k: t.atom(x) for k, x in kwargs.items()})
     np.fill_diagonal(a, v, **kwargs)
-    t.rebind(a, irad_ops.fill_diagonal, atoms)
+    t.aliasing.rebind(a, irad_ops.fill_diagonal, atoms)
 
 
 def ufunc_at(ufunc: Any) -> Handler:
@@ -513,10 +513,10 @@ def ufunc_at(ufunc: Any) -> Handler:
         if ufunc is not np.add:
             raise t.unsupported(f"np.{ufunc.__name__}.at", "use np.add.at or an out-of-place form")
         a, idx, v = args
-        before = t.before_mutation(a, "np.add.at")
+        before = t.aliasing.before_mutation(a, "np.add.at")
         atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(idx), t.atom(v)), {})
         np.add.at(a, idx, v)
-        t.rebind(a, irad_ops.add_at, atoms)
+        t.aliasing.rebind(a, irad_ops.add_at, atoms)
     return run
 
 
@@ -590,27 +590,27 @@ def _put_along_axis(t: TracerAPI, args: tuple[Any, ...], kwargs: dict[str, Any])
 
 def _array_fill(t: TracerAPI, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     from . import primitives as irad_ops
-    before = t.before_mutation(a, "a.fill")
+    before = t.aliasing.before_mutation(a, "a.fill")
     atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, t.atom(args[0])), {})
     a.fill(args[0])
-    t.rebind(a, irad_ops.fill, atoms)
+    t.aliasing.rebind(a, irad_ops.fill, atoms)
 
 
 def _array_sort(t: TracerAPI, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    before = t.before_mutation(a, "a.sort")
+    before = t.aliasing.before_mutation(a, "a.sort")
     axis = args[0] if args else kwargs.get("axis", -1)
     atoms = ((before,), {"axis": const(axis)})
     a.sort(*args, **kwargs)
-    t.rebind(a, np.sort, atoms)
+    t.aliasing.rebind(a, np.sort, atoms)
 
 
 def _array_partition(t: TracerAPI, a: np.ndarray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """``a.partition(kth)`` in place: ``a`` now stands for ``np.partition(a, kth)`` (its rule)."""
-    before = t.before_mutation(a, "a.partition")
+    before = t.aliasing.before_mutation(a, "a.partition")
     o = dict(zip(("kth", "axis", "kind", "order"), args), **kwargs)
     atoms = ((before, t.atom(o.pop("kth"))), {k: t.atom(v) for k, v in o.items()})
     a.partition(*args, **kwargs)
-    t.rebind(a, np.partition, atoms)
+    t.aliasing.rebind(a, np.partition, atoms)
 
 
 def _array_unsupported(name: str) -> ArrayHandler:
@@ -668,9 +668,9 @@ def rng_reorder(t: TracerAPI, rng: Any, name: str, args: tuple[Any, ...], kwargs
         return None
     if name == "permutation":
         return t.record(np.take, (x, order), {"axis": axis}, np.take(x, order, axis=axis))
-    before = t.before_mutation(x, "rng.shuffle")
+    before = t.aliasing.before_mutation(x, "rng.shuffle")
     x[...] = np.take(x, order, axis=axis)
-    t.rebind(x, np.take, ((before, ov), {"axis": const(axis)}))
+    t.aliasing.rebind(x, np.take, ((before, ov), {"axis": const(axis)}))
     return None
 
 

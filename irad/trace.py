@@ -45,7 +45,7 @@ from .ir import Const, Graph, Loc, Op, Var, const, is_differentiable, map_atoms,
 from .roundtrip import BUFFER_BUILDERS, STATISTICS, exact_ratio_error
 from .pytree import Depth, TreeDef, flatten, flatten_args, node_of, unflatten
 from .rules import registry
-from .views import ViewTracking, by_id, member, root_of
+from .views import Aliasing, by_id, member, root_of
 from .weakcache import WeakIdMap
 from .specials import (ARRAY_MUTATORS, DUNDER_BUILTINS, HEAP_ORDERING, LIST_DECISIONS, MUTATORS, RNG_REORDERS,
                        SPECIAL, UFUNC_METHODS, callback, heap_call, list_decision, rng_reorder, run_dunder_builtin,
@@ -227,7 +227,7 @@ class DepSet(dict):  # type: ignore[type-arg]
             self[d] = None
 
 
-class Tracer(ViewTracking):
+class Tracer:
     """Records one call of a function into ops; ``graph()`` assembles the result."""
 
     def __init__(self, name: str) -> None:
@@ -238,13 +238,6 @@ class Tracer(ViewTracking):
         self.ops: list[Op] = []
         self.next_id = 0
         self.consts: dict[int, Const] = {}
-        self._const_roots: set[int] = set()  # id(root) of the memory of array constants
-        self._traced_roots: set[int] = set()  # id(root) of the memory of tracked arrays
-        self.views: dict[int, dict[int, np.ndarray]] = {}  # id(root) -> arrays on that memory (views)
-        self.derived: dict[int, tuple[Any, tuple[Any, ...], dict[str, Any], np.ndarray]] = {}
-        self.stale: dict[int, str] = {}  # id(array) -> the in-place update that changed it behind its Var
-        #: a mutation in flight: (write-backs through the bases, arrays it makes stale, what it is)
-        self._pending: dict[int, tuple[list[tuple[Any, ...]], list[np.ndarray], str]] = {}
         self._pyclass: dict[type, bool] = {}
         self._boxed: set[int] = set()  # id() of the 0-d arrays that stand for np.bool_ results
         #: what the trace read that user code may rebind: (kind, object, key, value); see irad.signature
@@ -271,6 +264,8 @@ class Tracer(ViewTracking):
         self._rebinds: list[int] | None = None
         #: values an enclosing (paused) trace follows, by id: the closures of a nested transform's function
         self._captured: dict[int, Any] = _captured_values(hooks.OUTER.get())
+        #: views and in-place updates (irad/views.py): it shares the tables above
+        self.aliasing = Aliasing(self)
         self._capture_ops: list[Op] = []
         #: Var id -> what made it: the values of a callback's trace cut out into a solver's program
         #: (see ``confine``), which exist in that program only
@@ -301,13 +296,13 @@ class Tracer(ViewTracking):
         self.vars[id(obj)] = var
         self.keep.append(obj)
         self.values[var.id] = obj
-        if self.stale:
-            self.stale.pop(id(obj), None)
+        if self.aliasing.stale:
+            self.aliasing.stale.pop(id(obj), None)
         if isinstance(obj, np.ndarray):
             root = root_of(obj)
-            self._traced_roots.add(id(root))
+            self.aliasing.traced_roots.add(id(root))
             if root is not obj:
-                self.views.setdefault(id(root), {})[id(obj)] = obj
+                self.aliasing.views.setdefault(id(root), {})[id(obj)] = obj
 
     def input(self, x: Any, hint: str) -> tuple[Any, Var]:
         """A fresh copy of an argument, tracked as a graph input."""
@@ -342,7 +337,7 @@ class Tracer(ViewTracking):
         return id(x) in self.vars
 
     def deep_tracked(self, x: Any, depth: int = 0) -> bool:
-        if id(x) in self.vars or self._seen(x):
+        if id(x) in self.vars or self.aliasing.seen(x):
             return True
         tx = type(x)
         if tx is tuple or tx is list:
@@ -362,12 +357,12 @@ class Tracer(ViewTracking):
         """The IR argument for a raw value: Vars for tracked values, Consts otherwise."""
         v = self.vars.get(id(x))
         if v is not None:
-            if self.stale and id(x) in self.stale:
-                return self._refresh(x)
+            if self.aliasing.stale and id(x) in self.aliasing.stale:
+                return self.aliasing.refresh(x)
             return v
         tx = type(x)
         if tx is np.ndarray and x.base is not None and id(root_of(x)) in self.vars:
-            return self._adopt_view(x)
+            return self.aliasing.adopt_view(x)
         if tx is tuple or tx is list:
             items = [self.atom(e) for e in x]
             if any(not isinstance(e, Const) for e in items):
@@ -406,7 +401,7 @@ class Tracer(ViewTracking):
                 # call, never folded); one an untraced call made during the trace is irad's
                 c = Const(x, typeof(x), self._origin(x) if origin is None else origin, id(x) not in self.born)
                 self.consts[id(x)] = c
-                self._const_roots.add(id(root_of(x)))
+                self.aliasing.const_roots.add(id(root_of(x)))
                 self.keep.append(x)
             return c
         return const(x)
@@ -499,7 +494,7 @@ class Tracer(ViewTracking):
             self.emit(fn, a_args, a_kwargs, (v,))
             self.track(result, v)
             if isinstance(result, np.ndarray) and result.base is not None:
-                self._note_view(result, fn, args, kwargs)
+                self.aliasing.note_view(result, fn, args, kwargs)
             return result
         if type(result) is np.bool_:
             # NOTE: np.True_/np.False_ are singletons that identity cannot track; user code gets
@@ -687,13 +682,13 @@ class Tracer(ViewTracking):
         if inplace_array and id(a) in self._boxed:  # a boxed np.bool_ (see record): not in place
             op -= hooks.N_BINOPS
             inplace_array = False
-        if id(a) not in vars_ and id(b) not in vars_ and not (self._seen(a) | self._seen(b)):
+        if id(a) not in vars_ and id(b) not in vars_ and not (self.aliasing.seen(a) | self.aliasing.seen(b)):
             if op == _MOD and type(a) in (str, bytes) and self.deep_tracked(b):  # "%.3f %s" % (x, y)
                 return self.record(operator.mod, (a, b), {}, a % b)
             if inplace_array:
-                if self.touches_traced_memory(a):
+                if self.aliasing.touches_traced_memory(a):
                     return self._binop_inplace(a, b, op)
-                self._protect_consts(a)
+                self.aliasing.protect_consts(a)
             if self._keyed and (id(a) in self._keyed or id(b) in self._keyed):  # s | t, d | e of keyed sets, dicts
                 r = hooks.BINOPS[op](a, b)
                 self.note_keys((), (a, b, r))
@@ -709,7 +704,7 @@ class Tracer(ViewTracking):
         if r is a or r is b or id(r) in vars_:
             r = _fresh(r)
         va, vb = vars_.get(id(a)), vars_.get(id(b))
-        if self.stale:
+        if self.aliasing.stale:
             va, vb = (self.atom(a) if va is not None else None), (self.atom(b) if vb is not None else None)
         v = Var(self.next_id, typeof(r))
         self.next_id += 1
@@ -722,7 +717,7 @@ class Tracer(ViewTracking):
         """``a op= b`` on an array: a genuine in-place update (``b_atom``: what ``b`` is in the graph
         when it is not ``b``'s own atom: a traced int's Var, ``b`` its plain value)."""
         fn = hooks.OUT_OF_PLACE[op]
-        before = self.before_mutation(a, f"{hooks._NAMES[op - hooks.N_BINOPS].rstrip('_')}=")
+        before = self.aliasing.before_mutation(a, f"{hooks._NAMES[op - hooks.N_BINOPS].rstrip('_')}=")
         atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, self.atom(b) if b_atom is None else b_atom), {})
         out_dtype = np.result_type(a, b) if not isinstance(b, (float, int, complex)) else None
         hooks.BINOPS[op](a, b)
@@ -731,8 +726,8 @@ class Tracer(ViewTracking):
             tv = self.new_var(tmp)
             self.emit(fn, atoms[0], {}, (tv,))
             self.keep.append(tmp)
-            return self.rebind(a, np.ndarray.astype, ((tv, const(a.dtype)), {}))
-        return self.rebind(a, fn, atoms)
+            return self.aliasing.rebind(a, np.ndarray.astype, ((tv, const(a.dtype)), {}))
+        return self.aliasing.rebind(a, fn, atoms)
 
     def compare(self, a: Any, b: Any, op: int) -> Any:
         fn = hooks.COMPARES[op & 15]
@@ -750,7 +745,7 @@ class Tracer(ViewTracking):
             if r is NotImplemented:  # (a namedtuple of traced values compares as a tuple, through the tracer)
                 r = self._compare_sequences(a, b, i) if isinstance(a, tuple) and isinstance(b, tuple) and \
                     self.deep_tracked((a, b)) else fn(a, b)
-        elif self._seen(a) | self._seen(b):
+        elif self.aliasing.seen(a) | self.aliasing.seen(b):
             r = intdata.compare(self, fn, a, b) if self.ints is not None and (ta is TracedInt or tb is TracedInt) \
                 else self.record(fn, (a, b), {}, fn(a, b))
         elif (ta is tb is list or (isinstance(a, tuple) and isinstance(b, tuple))) and self.deep_tracked((a, b)):
@@ -803,7 +798,7 @@ class Tracer(ViewTracking):
                                       "UNARY_POSITIVE": "__pos__"}[name])
             if isinstance(f, types.FunctionType):
                 return self.call(f, (a,), {})
-        if not self._seen(a):
+        if not self.aliasing.seen(a):
             return fn(a)
         return self.record(fn, (a,), {}, fn(a))
 
@@ -923,7 +918,7 @@ class Tracer(ViewTracking):
         name = getattr(f, "__name__", "")
         single = name in _ONE_KEY_METHODS and not isinstance(owner, type)  # d.get(k), s.add(k): k is one key
         args = tuple(list(a) if _is_iterator(a) and not isinstance(a, _HASHED) else
-                     self.iterable(a) if not single and type(a) is np.ndarray and a.ndim and self._seen(a) else a
+                     self.iterable(a) if not single and type(a) is np.ndarray and a.ndim and self.aliasing.seen(a) else a
                      for a in args)  # an iterator's items, a traced array's rows (dict.fromkeys(x), s.update(x))
         keys: list[Any] = []
         if f is _COUNT_ELEMENTS or isinstance(owner, type):  # _count_elements(counter, xs), dict.fromkeys(xs)
@@ -992,7 +987,7 @@ class Tracer(ViewTracking):
             f = self.dunder(ta, "__getitem__")
             if isinstance(f, types.FunctionType):
                 return self.call(f, (a, i), {})
-        if self._seen(a) or (self.deep_tracked(i) and isinstance(a, np.ndarray)):
+        if self.aliasing.seen(a) or (self.deep_tracked(i) and isinstance(a, np.ndarray)):
             r = self.record(operator.getitem, (a, i), {}, a[i])
             if self._tracked_mask(i):
                 self._guard_shape(r)
@@ -1005,7 +1000,7 @@ class Tracer(ViewTracking):
             self.read_world(a)
         r = a[i]
         if ta is np.ndarray and isinstance(r, np.ndarray) and r.base is not None:
-            self._note_untracked_view(r, operator.getitem, (a, i), {})
+            self.aliasing.note_untracked_view(r, operator.getitem, (a, i), {})
         return r
 
     def setitem(self, a: Any, i: Any, v: Any) -> None:
@@ -1016,18 +1011,18 @@ class Tracer(ViewTracking):
                 self.call(f, (a, i, v), {})
                 return
         if isinstance(a, np.ndarray) and not (self.deep_tracked(v) or self.deep_tracked(i) or
-                                              self.touches_traced_memory(a)):
-            self._protect_consts(a)
+                                              self.aliasing.touches_traced_memory(a)):
+            self.aliasing.protect_consts(a)
         elif isinstance(a, np.ndarray):
-            d = self.derived.get(id(v))
+            d = self.aliasing.derived.get(id(v))
             if d is not None and d[0] is operator.getitem and d[3] is a and _same_index(d[1][1], i):
                 a[i] = v  # `a[i] += b` stores the view of a[i] back: its update is already written back
                 return
             from . import primitives as irad_ops
-            before = self.before_mutation(a, "a[i] = v")
+            before = self.aliasing.before_mutation(a, "a[i] = v")
             atoms: tuple[tuple[Any, ...], dict[str, Any]] = ((before, self.atom(i), self.atom(v)), {})
             a[i] = v
-            self.rebind(a, irad_ops.setitem, atoms)
+            self.aliasing.rebind(a, irad_ops.setitem, atoms)
             return
         if isinstance(a, dict) and (self._keyed or self._traced_key(i)):
             self.note_keys((i,), (a,))
@@ -1048,7 +1043,7 @@ class Tracer(ViewTracking):
             self.read_world(v)
         if self._keyed and id(v) in self._keyed and isinstance(v, (set, frozenset)):
             self._guard_members(v)
-        if type(v) is np.ndarray and v.ndim >= 2 and not self._seen(v):
+        if type(v) is np.ndarray and v.ndim >= 2 and not self.aliasing.seen(v):
             return self.rows(v)  # rows are views: a later write through one must reach `v`
         if id(v) in self.vars:
             if isinstance(v, np.ndarray):
@@ -1174,7 +1169,7 @@ class Tracer(ViewTracking):
             if isinstance(sa, types.FunctionType):
                 self.call(sa, (o, name, v), {})
                 return
-        if isinstance(o, np.ndarray) and name in _ARRAY_SETATTRS and (self._seen(o) or self.deep_tracked(v)):
+        if isinstance(o, np.ndarray) and name in _ARRAY_SETATTRS and (self.aliasing.seen(o) or self.deep_tracked(v)):
             self._set_array_attr(o, name, v)
             return
         if id(o) not in self.born and id(o) not in self.vars and not isinstance(o, np.ndarray) and \
@@ -1209,13 +1204,13 @@ class Tracer(ViewTracking):
         self.track(a, var)
         # derivations that replay an op on `a` (or made `a`) no longer give these shapes: derive those
         # arrays from the memory positions of their root instead, or forget how they were made
-        group = self.views.get(id(root_of(a)), {})
-        for k in [k for k, d in self.derived.items() if d[3] is a or k == id(a)]:
-            del self.derived[k]
+        group = self.aliasing.views.get(id(root_of(a)), {})
+        for k in [k for k, d in self.aliasing.derived.items() if d[3] is a or k == id(a)]:
+            del self.aliasing.derived[k]
             x = a if k == id(a) else group.get(k)
             if x is not None and x.base is not None:
                 try:
-                    self._flat_view_derivation(x)
+                    self.aliasing.flat_view_derivation(x)
                 except MutationError:
                     pass
 
@@ -1612,7 +1607,7 @@ class Tracer(ViewTracking):
                     self.read_world(a)
         if member(f, _STATIC_FUNCS_):
             return f(*args, **kwargs)  # depends on shapes and dtypes only
-        if member(f, _COPIERS_) and args and isinstance(args[0], (np.ndarray, np.generic)) and self._seen(args[0]):
+        if member(f, _COPIERS_) and args and isinstance(args[0], (np.ndarray, np.generic)) and self.aliasing.seen(args[0]):
             return self.call_method(args[0], f.__name__, args[1:], kwargs)  # copy.copy(x): np.ndarray.__copy__(x)
         if f is _TUPLE_NEW and len(args) == 2 and not kwargs and isinstance(args[0], type) and \
                 issubclass(args[0], tuple):  # a namedtuple's __new__/_make: it only packs references
@@ -1634,14 +1629,14 @@ class Tracer(ViewTracking):
             kwargs = {**kwargs, "key": callback(kwargs["key"])}
         if _is_numpy_callable(f) and any(self.is_pyobject(a) for a in args):
             args = tuple(self._array_of(a) for a in args)  # a user __array__ runs traced
-        tracked = self.deep_tracked(args) or self.deep_tracked(kwargs) or self._seen(owner)
+        tracked = self.deep_tracked(args) or self.deep_tracked(kwargs) or self.aliasing.seen(owner)
         impure = is_impure(f)
         if type(owner) is list and getattr(f, "__name__", "") in LIST_DECISIONS and self.deep_tracked((owner, args)):
             return list_decision(self, owner, f.__name__, args, kwargs)  # l.sort(), l.index(v): compared traced
         if member(f, _HEAP_ORDERING_) and self.deep_tracked(args) and not kwargs:
             return heap_call(self, f.__name__, args)  # heapq's C heap operations, compared through the tracer
         if not tracked and isinstance(owner, np.ndarray) and f.__name__ in ARRAY_MUTATORS and \
-                self.touches_traced_memory(owner):
+                self.aliasing.touches_traced_memory(owner):
             tracked = True
         if not tracked and not impure:
             # NOTE: not a class: constructors (partial, map, property) store the callback, never call it now
@@ -1660,9 +1655,9 @@ class Tracer(ViewTracking):
                 self.born.add(id(r))
             if type(r) is np.ndarray and r.base is not None:
                 if isinstance(owner, np.ndarray) and hasattr(np.ndarray, getattr(f, "__name__", "")):
-                    self._note_untracked_view(r, getattr(np.ndarray, f.__name__), (owner,) + args, kwargs)
+                    self.aliasing.note_untracked_view(r, getattr(np.ndarray, f.__name__), (owner,) + args, kwargs)
                 elif _is_numpy_callable(f):
-                    self._note_untracked_view(r, f, args, kwargs)
+                    self.aliasing.note_untracked_view(r, f, args, kwargs)
             return r
         if (isinstance(owner, _MUTABLE_CONTAINERS) and not impure) or member(f, _TRANSPARENT_):
             return f(*args, **kwargs)  # list.append(x) & co keep object identity
@@ -1878,7 +1873,7 @@ class Tracer(ViewTracking):
                                    "assign the result instead of passing out=")
         where = kwargs.get("where", True)
         rest = {k: v for k, v in kwargs.items() if k != "out" and (k != "where" or where is True)}
-        before = self.before_mutation(target, f"{registry.qualname(f)}(out=...)")
+        before = self.aliasing.before_mutation(target, f"{registry.qualname(f)}(out=...)")
         old = self.values[before.id] if isinstance(before, Var) else before.value
         atoms = (tuple(before if a is target else self.atom(a) for a in args),
                  {k: self.atom(v) for k, v in rest.items()})
@@ -1894,7 +1889,7 @@ class Tracer(ViewTracking):
         for k, (fn, (a_args, a_kwargs), value) in enumerate(steps):
             a_args = tuple(prev if a is None else a for a in a_args)
             if k == len(steps) - 1:
-                return self.rebind(target, fn, (a_args, a_kwargs))
+                return self.aliasing.rebind(target, fn, (a_args, a_kwargs))
             prev = self.new_var(value)
             self.emit(fn, a_args, a_kwargs, (prev,))
             self.keep.append(value)

@@ -13,6 +13,7 @@ import numpy as np
 if TYPE_CHECKING:
     from .errors import UnsupportedError
     from .ir import Loc, Op, Var
+    from .views import Aliasing
 
 
 class TracerAPI(Protocol):
@@ -20,6 +21,8 @@ class TracerAPI(Protocol):
 
     #: containers of the user's world the trace reads (``id -> object``): their items are dependencies
     world: dict[int, Any]
+    #: views and in-place updates: ``before_mutation`` and ``rebind`` (``irad/views.py``)
+    aliasing: Aliasing
 
     # ---- values and the graph ----
     def is_tracked(self, x: Any) -> bool: ...
@@ -33,9 +36,6 @@ class TracerAPI(Protocol):
              unpack: bool = False, prim: str | None = None) -> Op: ...
     def record(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], result: Any,
                *, rebind: bool = False, atoms: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> Any: ...
-    def before_mutation(self, a: np.ndarray, what: str) -> Any: ...
-    def rebind(self, a: Any, fn: Callable[..., Any], atoms: tuple[tuple[Any, ...], dict[str, Any]],
-               prim: str | None = None) -> Any: ...
     def read_world(self, c: Any) -> None: ...
 
     # ---- what traced code does ----
