@@ -396,24 +396,35 @@ GUARD_PRIMS = frozenset({"irad.primitives.guard", "irad.primitives.guard_shape",
 
 def evaluate(g: Graph, inputs: Sequence[Any]) -> list[Any]:
     """Run the ops of ``g`` on concrete input values; returns the flat outputs."""
-    env: dict[int, Any] = {}
-    for v, x in zip(g.inputs, inputs):
-        env[v.id] = x
+    env = run_ops(g.ops, {v.id: x for v, x in zip(g.inputs, inputs)}, graph=g.name)
+    return [map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value) for a in g.outputs]
+
+
+def run_ops(ops: Sequence[Op], env: dict[int, Any], *, skip: Callable[[Op], bool] | None = None,
+            graph: str | None = None) -> dict[int, Any]:
+    """Run ``ops`` in order on ``env`` (Var id -> value), binding their outs into it, and return it:
+    the one evaluator (``evaluate``, a loop step's values, the residuals of a split).  ``skip(op)``:
+    ops not to run.  ``graph``: a failing guard names the op's line and this graph."""
 
     def get(a: Any) -> Any:
         return env[a.id] if isinstance(a, Var) else a.value
 
-    for op in g.ops:
+    for op in ops:
+        if skip is not None and skip(op):
+            continue
         assert op.fn is not None, f"op {op.prim} has no callable"
         args = [map_atoms(a, get) for a in op.args]
         kwargs = {k: map_atoms(a, get) for k, a in op.kwargs if k[0] != "_"}  # "_name": an attribute only
-        try:
+        if graph is None:
             r = op.fn(*args, **kwargs)
-        except GuardError as e:
-            where = f" at {op.loc.long}" if op.loc else ""
-            raise GuardError(f"{e}{where}; the traced branch no longer applies (graph {g.name})") from None
+        else:
+            try:
+                r = op.fn(*args, **kwargs)
+            except GuardError as e:
+                where = f" at {op.loc.long}" if op.loc else ""
+                raise GuardError(f"{e}{where}; the traced branch no longer applies (graph {graph})") from None
         bind_outputs(op, r, env)
-    return [map_atoms(a, get) for a in g.outputs]
+    return env
 
 
 def bind_outputs(op: Op, r: Any, env: dict[int, Any]) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 
 from .effects import is_impure_prim
 from .errors import GuardError
-from .ir import GUARD_PRIMS, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, bind_outputs, map_atoms, typeof
+from .ir import GUARD_PRIMS, ArrayT, Const, Graph, OpaqueT, Op, ScalarT, Var, map_atoms, run_ops, typeof
 
 LOOP_PRIM = "irad.loop"
 LOOP_T = OpaqueT("loop")
@@ -170,14 +170,7 @@ def run(g: Graph, inputs: Sequence[Any]) -> list[Any]:
 
 def values_of(g: Graph, inputs: Sequence[Any]) -> dict[int, Any]:
     """Every value of ``g`` run on ``inputs``: Var id -> value."""
-    env: dict[int, Any] = {v.id: x for v, x in zip(g.inputs, inputs)}
-    get = _getter(env)
-    for op in g.ops:
-        assert op.fn is not None
-        r = op.fn(*[map_atoms(a, get) for a in op.args],
-                  **{k: map_atoms(a, get) for k, a in op.kwargs if k[0] != "_"})
-        bind_outputs(op, r, env)
-    return env
+    return run_ops(g.ops, {v.id: x for v, x in zip(g.inputs, inputs)})
 
 
 def _getter(env: dict[int, Any]) -> Any:

@@ -3,10 +3,10 @@
 has (``evaluate_residuals``): what ``vjp``, ``linearize``, ``jacrev`` and a loop's step use."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any
 
 from irad.effects import is_impure_prim
-from irad.ir import STATE, Graph, Var, bind_outputs, map_atoms
+from irad.ir import STATE, Graph, Var, run_ops
 
 if TYPE_CHECKING:
     from irad.ad import Joint
@@ -22,14 +22,7 @@ def evaluate_residuals(fwd_g: Graph, joint: Joint, values: dict[int, Any]) -> li
     env = {k: v for k, v in joint.values.items() if k not in states}
     need = [o for o in fwd_g.outputs[joint.n_outputs:] if isinstance(o, Var) and o.id not in env]
     if need:
-        for op in fwd_g.ops:
-            if all(o.id in env for o in op.outs) or is_impure_prim(op.prim):
-                continue
-            r = cast(Callable[..., Any], op.fn)(
-                *[map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value) for a in op.args],
-                **{k: map_atoms(a, lambda x: env[x.id] if isinstance(x, Var) else x.value)
-                   for k, a in op.kwargs if k[0] != "_"})
-            bind_outputs(op, r, env)
+        run_ops(fwd_g.ops, env, skip=lambda op: all(o.id in env for o in op.outs) or is_impure_prim(op.prim))
     return [env[o.id] if isinstance(o, Var) else o.value for o in fwd_g.outputs[joint.n_outputs:]]
 
 
